@@ -1,0 +1,109 @@
+#pragma once
+// kiln::Engine loads graphs into kiln::Functions; Functions run calls and report stats.
+#include <kiln/graph.h>
+#include <kiln/options.h>
+#include <kiln/tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+namespace detail { class FunctionImpl; class EngineImpl; }
+
+// One unit of tiering. Before fusion exists every node that does work is its own group.
+struct GroupStats {
+    std::string name;        // e.g. "n3.matmul"
+    int tier = 0;            // the best tier it currently has
+    std::uint64_t calls = 0;
+    double total_ms = 0.0;   // time spent running it, all tiers
+};
+
+// How often one concrete shape signature (the shapes of all inputs) was called.
+struct ShapeSignatureCount {
+    std::vector<Shape> shapes;
+    std::uint64_t calls = 0;
+};
+
+struct FunctionStats {
+    std::string name;
+    std::uint64_t calls = 0;
+    std::array<std::uint64_t, 3> calls_by_tier{};  // a call counts under the highest tier it used
+    std::uint64_t failed_calls = 0;                // calls rejected with kiln::Error
+    std::vector<GroupStats> groups;
+    std::uint64_t compiles = 0;
+    std::uint64_t compile_failures = 0;
+    double compile_ms = 0.0;
+    std::uint64_t guard_failures = 0;
+    std::uint64_t deopts = 0;
+    std::uint64_t specializations = 0;
+    std::vector<ShapeSignatureCount> signatures;                          // most called first
+    std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms;  // symbol -> value -> calls
+    std::string to_json() const;
+};
+
+struct EngineStats {
+    std::uint64_t functions = 0;
+    std::uint64_t calls = 0;
+    std::array<std::uint64_t, 3> calls_by_tier{};
+    std::uint64_t compiles = 0;
+    std::uint64_t compile_failures = 0;
+    double compile_ms = 0.0;
+    std::uint64_t guard_failures = 0;
+    std::uint64_t deopts = 0;
+    std::uint64_t specializations = 0;
+    std::uint64_t code_cache_bytes = 0;
+    std::uint64_t code_cache_hits = 0;
+    std::uint64_t code_cache_misses = 0;
+    std::uint64_t code_cache_evictions = 0;
+    std::string to_json() const;
+};
+
+// A loaded graph. Copies share state; any number of threads may call it at once.
+class Function {
+public:
+    Function() = default;
+    // Runs one call and returns new output tensors. Throws kiln::Error for bad inputs
+    // (count, rank, dtype, device, a static dim, or two uses of one symbol that disagree).
+    std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
+    // Runs one call into caller-owned outputs: each must be defined with the output's
+    // dtype, device and shape (it may be strided).
+    void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
+    // Prepares for these input shapes (one Shape per input) ahead of traffic; checks them.
+    void warmup(const std::vector<std::vector<Shape>>& shape_sets) const;
+    // Returns when no compile for this function is queued or running.
+    void wait_for_compiles() const;
+    FunctionStats stats() const;
+    // The shapes the outputs would have for these input shapes (throws like a call).
+    std::vector<Shape> output_shapes(const std::vector<Shape>& input_shapes) const;
+    const Graph& graph() const;
+    bool valid() const { return static_cast<bool>(impl_); }
+
+    explicit Function(std::shared_ptr<detail::FunctionImpl> impl) : impl_(std::move(impl)) {}
+
+private:
+    std::shared_ptr<detail::FunctionImpl> impl_;
+};
+
+class Engine {
+public:
+    Engine();                               // Options::from_env()
+    explicit Engine(const Options& options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    Function load(const Graph& graph);      // thread-safe
+    EngineStats stats() const;
+    const Options& options() const;
+
+private:
+    std::shared_ptr<detail::EngineImpl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,11 @@
+#pragma once
+// The one include a user of Kiln needs.
+#include <kiln/dim.h>
+#include <kiln/dtype.h>
+#include <kiln/engine.h>
+#include <kiln/error.h>
+#include <kiln/graph.h>
+#include <kiln/options.h>
+#include <kiln/tensor.h>
+#include <kiln/trace.h>
+#include <kiln/version.h>

@@ -1,0 +1,35 @@
+#pragma once
+// kiln::Options: every tunable of Kiln as a plain field named after its environment
+// variable (README, "Environment variables"). A default-constructed Options holds the
+// documented defaults; Options::from_env() overlays the environment once.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Options {
+    bool jit = true;                         // KILN_JIT: 0 = interpreter only
+    std::int64_t tier1_threshold = 2;        // KILN_TIER1_THRESHOLD: calls of a group before tier 1
+    std::int64_t tier2_threshold = 50;       // KILN_TIER2_THRESHOLD: calls at a shape signature before tier 2
+    std::int64_t max_specializations = 8;    // KILN_MAX_SPECIALIZATIONS: per function
+    bool async_compile = true;               // KILN_ASYNC_COMPILE: 0 = compile on the calling thread
+    std::int64_t compile_threads = 1;        // KILN_COMPILE_THREADS
+    std::string device = "auto";             // KILN_DEVICE: auto, cpu, cuda, hip
+    std::int64_t num_threads = 0;            // KILN_NUM_THREADS: 0 = all cores
+    std::string cache_dir;                   // KILN_CACHE_DIR: empty = no persistent cache
+    std::string log_level = "warn";          // KILN_LOG: off, error, warn, info, debug, trace
+    std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, cuda, hip
+    std::string dump_dir = ".";              // KILN_DUMP_DIR
+    std::string trace_file;                  // KILN_TRACE: Chrome-trace JSON path
+
+    // Reads the KILN_* variables over the defaults; throws kiln::Error naming the variable,
+    // the value and what is accepted when a value is malformed.
+    static Options from_env();
+    // Checks every field (the same rules as from_env); throws kiln::Error.
+    void validate() const;
+    bool dumps(const std::string& what) const;  // is `what` listed in dump?
+    std::string to_string() const;              // "jit=1 tier1_threshold=2 ..."
+};
+
+}  // namespace kiln

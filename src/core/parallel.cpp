@@ -1,0 +1,22 @@
+#include "src/core/strided.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+namespace kiln::core {
+
+void parallel_range(std::int64_t n, std::int64_t cost_per_item,
+                    const std::function<void(std::int64_t, std::int64_t)>& fn) {
+    if (n <= 0) return;
+    std::int64_t cost = cost_per_item < 1 ? 1 : cost_per_item;
+    if (n == 1 || n * cost < 2 * kParallelGrain) {
+        fn(0, n);
+        return;
+    }
+    std::int64_t grain = kParallelGrain / cost;
+    if (grain < 1) grain = 1;
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, static_cast<std::size_t>(grain)),
+                      [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+}  // namespace kiln::core

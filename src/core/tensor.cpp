@@ -1,0 +1,339 @@
+#include <kiln/tensor.h>
+
+#include "src/core/element.h"
+#include "src/core/storage.h"
+#include "src/core/strided.h"
+#include "src/support/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <numbers>
+#include <ostream>
+#include <sstream>
+
+namespace kiln {
+
+namespace detail {
+void throw_dtype_mismatch(const char* what, DType expected, DType actual) {
+    KILN_USER_ERROR(what << ": expected dtype " << dtype_name(expected) << ", got " << dtype_name(actual));
+}
+
+std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
+    KILN_USER_CHECK(device.kind == Device::Kind::cpu,
+                    "device: expected cpu, got " << device.to_string()
+                                                 << " (this build runs kernels on the CPU only)");
+    auto s = std::make_shared<Storage>();
+    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+    s->ptr = ::operator new(rounded, std::align_val_t(64));
+    s->bytes = bytes;
+    s->device = device;
+    s->deleter = [](void* p) { ::operator delete(p, std::align_val_t(64)); };
+    return s;
+}
+}  // namespace detail
+
+namespace {
+void check_shape(const Shape& shape, const char* what) {
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        KILN_USER_CHECK(shape[i] >= 0, what << ": shape " << shape_to_string(shape) << " has a negative dim "
+                                            << shape[i] << " at axis " << i);
+}
+std::int64_t norm_axis(std::int64_t axis, std::int64_t rank, const char* what) {
+    KILN_USER_CHECK(axis >= -rank && axis < rank,
+                    what << ": axis " << axis << " is out of range for rank " << rank);
+    return axis < 0 ? axis + rank : axis;
+}
+std::int64_t product(const Shape& s) {
+    std::int64_t n = 1;
+    for (auto d : s) n *= d;
+    return n;
+}
+std::uint64_t splitmix(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+// Uniform in (0, 1), from the seed and a counter.
+double uniform(std::uint64_t seed, std::uint64_t i) {
+    std::uint64_t r = splitmix(splitmix(seed) ^ (i * 0xd1b54a32d192ed03ULL));
+    return (static_cast<double>(r >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+}  // namespace
+
+std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+    std::vector<std::int64_t> s(shape.size());
+    std::int64_t acc = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        s[i] = acc;
+        acc *= std::max<std::int64_t>(shape[i], 1);
+    }
+    return s;
+}
+
+std::string shape_to_string(const Shape& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+Tensor::Tensor() = default;
+
+Tensor::Tensor(std::shared_ptr<detail::Storage> storage, Shape shape, std::vector<std::int64_t> strides,
+               std::int64_t offset, DType dtype)
+    : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
+      dtype_(dtype) {}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+    check_shape(shape, "Tensor::empty");
+    std::size_t bytes = static_cast<std::size_t>(product(shape)) * dtype_size(dtype);
+    return Tensor(detail::allocate(bytes, device), shape, contiguous_strides(shape), 0, dtype);
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+    Tensor t = empty(shape, dtype, device);
+    std::memset(t.data(), 0, t.storage_->bytes);
+    return t;
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+    Tensor t = empty(shape, dtype, device);
+    core::dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        T v = core::convert<T>(value);
+        std::fill_n(static_cast<T*>(t.data()), t.numel(), v);
+    });
+    return t;
+}
+Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype) {
+    Tensor t = empty(shape, dtype);
+    char* p = static_cast<char*>(t.data());
+    std::size_t es = dtype_size(dtype);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        double u1 = uniform(seed, 2 * static_cast<std::uint64_t>(i));
+        double u2 = uniform(seed, 2 * static_cast<std::uint64_t>(i) + 1);
+        double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+        core::store_double(p + i * es, dtype, z);
+    }
+    return t;
+}
+Tensor Tensor::rand(const Shape& shape, std::uint64_t seed, DType dtype, double lo, double hi) {
+    KILN_USER_CHECK(hi > lo, "Tensor::rand: expected lo < hi, got lo=" << lo << " hi=" << hi);
+    Tensor t = empty(shape, dtype);
+    char* p = static_cast<char*>(t.data());
+    std::size_t es = dtype_size(dtype);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        double u = uniform(seed, static_cast<std::uint64_t>(i));
+        double v = lo + (hi - lo) * u;
+        if (!is_floating(dtype)) v = std::floor(v);
+        core::store_double(p + i * es, dtype, v);
+    }
+    return t;
+}
+Tensor Tensor::from_bytes(const void* data, std::size_t count, DType dtype, const Shape& shape) {
+    check_shape(shape, "Tensor::from");
+    KILN_USER_CHECK(static_cast<std::int64_t>(count) == product(shape),
+                    "Tensor::from: shape " << shape_to_string(shape) << " needs " << product(shape)
+                                           << " values, got " << count);
+    Tensor t = empty(shape, dtype);
+    if (count) std::memcpy(t.data(), data, count * dtype_size(dtype));
+    return t;
+}
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, std::function<void(void*)> deleter) {
+    return wrap_strided(data, shape, contiguous_strides(shape), dtype, device, std::move(deleter));
+}
+Tensor Tensor::wrap_strided(void* data, const Shape& shape, const std::vector<std::int64_t>& strides, DType dtype,
+                            Device device, std::function<void(void*)> deleter) {
+    check_shape(shape, "Tensor::wrap");
+    KILN_USER_CHECK(strides.size() == shape.size(), "Tensor::wrap: expected " << shape.size()
+                                                        << " strides for shape " << shape_to_string(shape)
+                                                        << ", got " << strides.size());
+    for (auto s : strides) KILN_USER_CHECK(s >= 0, "Tensor::wrap: negative stride " << s << " is not supported");
+    KILN_USER_CHECK(data != nullptr || product(shape) == 0, "Tensor::wrap: data is null");
+    auto s = std::make_shared<detail::Storage>();
+    s->ptr = data;
+    std::int64_t extent = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * strides[i];
+    s->bytes = product(shape) == 0 ? 0 : static_cast<std::size_t>(extent + 1) * dtype_size(dtype);
+    s->device = device;
+    s->deleter = std::move(deleter);
+    return Tensor(std::move(s), shape, strides, 0, dtype);
+}
+
+std::int64_t Tensor::dim(std::int64_t i) const { return shape_[norm_axis(i, rank(), "Tensor::dim")]; }
+std::int64_t Tensor::numel() const { return product(shape_); }
+Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
+bool Tensor::is_contiguous() const {
+    std::int64_t expected = 1;
+    for (std::size_t i = shape_.size(); i-- > 0;) {
+        if (shape_[i] == 1) continue;
+        if (shape_[i] == 0) return true;
+        if (strides_[i] != expected) return false;
+        expected *= shape_[i];
+    }
+    return true;
+}
+void* Tensor::data() const {
+    if (!storage_) return nullptr;
+    return static_cast<char*>(storage_->ptr) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+}
+
+void Tensor::copy_from(const Tensor& src) const {
+    KILN_USER_CHECK(src.shape_ == shape_, "Tensor::copy_from: expected shape " << shape_to_string(shape_)
+                                                                               << ", got " << shape_to_string(src.shape_));
+    KILN_USER_CHECK(device().kind == Device::Kind::cpu && src.device().kind == Device::Kind::cpu,
+                    "Tensor::copy_from: only cpu tensors can be copied in this build");
+    char* dst = static_cast<char*>(data());
+    const char* s = static_cast<const char*>(src.data());
+    core::dispatch(dtype_, [&](auto dtag) {
+        using D = decltype(dtag);
+        core::dispatch(src.dtype_, [&](auto stag) {
+            using S = decltype(stag);
+            D* dp = reinterpret_cast<D*>(dst);
+            const S* sp = reinterpret_cast<const S*>(s);
+            core::parallel_for_each_row<2>(
+                shape_, {&strides_, &src.strides_},
+                [&](std::int64_t n, const std::array<std::int64_t, 2>& off, const std::array<std::int64_t, 2>& st) {
+                    D* o = dp + off[0];
+                    const S* i = sp + off[1];
+                    if constexpr (std::is_same_v<D, S>) {
+                        if (st[0] == 1 && st[1] == 1) {
+                            std::memcpy(o, i, static_cast<std::size_t>(n) * sizeof(D));
+                            return;
+                        }
+                    }
+                    for (std::int64_t k = 0; k < n; ++k) o[k * st[0]] = core::convert<D>(i[k * st[1]]);
+                });
+        });
+    });
+}
+
+Tensor Tensor::contiguous() const {
+    if (is_contiguous()) return *this;
+    return clone();
+}
+Tensor Tensor::clone() const {
+    Tensor t = empty(shape_, dtype_, device());
+    t.copy_from(*this);
+    return t;
+}
+Tensor Tensor::astype(DType dtype) const {
+    Tensor t = empty(shape_, dtype, device());
+    t.copy_from(*this);
+    return t;
+}
+Tensor Tensor::to(Device device) const {
+    KILN_USER_CHECK(device.kind == Device::Kind::cpu,
+                    "Tensor::to: device " << device.to_string() << " is not available in this build (cpu only)");
+    return *this;
+}
+
+std::vector<double> Tensor::to_doubles() const {
+    std::vector<double> out(static_cast<std::size_t>(numel()));
+    if (out.empty()) return out;
+    Tensor dst = wrap(out.data(), shape_, DType::f64);
+    dst.copy_from(*this);
+    return out;
+}
+double Tensor::item(const std::vector<std::int64_t>& index) const {
+    KILN_USER_CHECK(static_cast<std::int64_t>(index.size()) == rank(),
+                    "Tensor::item: expected " << rank() << " indices, got " << index.size());
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < index.size(); ++i) {
+        KILN_USER_CHECK(index[i] >= 0 && index[i] < shape_[i],
+                        "Tensor::item: index " << index[i] << " out of range for axis " << i << " of size " << shape_[i]);
+        off += index[i] * strides_[i];
+    }
+    return core::load_double(static_cast<const char*>(data()) + off * static_cast<std::int64_t>(dtype_size(dtype_)),
+                             dtype_);
+}
+
+Tensor Tensor::permute(const std::vector<std::int64_t>& perm) const {
+    KILN_USER_CHECK(static_cast<std::int64_t>(perm.size()) == rank(),
+                    "Tensor::permute: expected " << rank() << " axes, got " << perm.size());
+    Shape s(perm.size());
+    std::vector<std::int64_t> st(perm.size());
+    std::vector<bool> seen(perm.size(), false);
+    for (std::size_t i = 0; i < perm.size(); ++i) {
+        std::int64_t a = norm_axis(perm[i], rank(), "Tensor::permute");
+        KILN_USER_CHECK(!seen[a], "Tensor::permute: axis " << a << " repeats");
+        seen[a] = true;
+        s[i] = shape_[a];
+        st[i] = strides_[a];
+    }
+    return Tensor(storage_, s, st, offset_, dtype_);
+}
+Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
+    std::vector<std::int64_t> perm(shape_.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
+    std::swap(perm[norm_axis(a, rank(), "Tensor::transpose")], perm[norm_axis(b, rank(), "Tensor::transpose")]);
+    return permute(perm);
+}
+Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) const {
+    axis = norm_axis(axis, rank(), "Tensor::slice");
+    KILN_USER_CHECK(step >= 1, "Tensor::slice: expected step >= 1, got " << step);
+    std::int64_t n = shape_[axis];
+    auto clampi = [n](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v + n, 0) : std::min(v, n); };
+    std::int64_t b = clampi(start), e = clampi(end);
+    std::int64_t len = e > b ? (e - b + step - 1) / step : 0;
+    Shape s = shape_;
+    std::vector<std::int64_t> st = strides_;
+    s[axis] = len;
+    st[axis] = strides_[axis] * step;
+    return Tensor(storage_, s, st, offset_ + (len ? b * strides_[axis] : 0), dtype_);
+}
+Tensor Tensor::broadcast_to(const Shape& shape) const {
+    KILN_USER_CHECK(shape.size() >= shape_.size(), "Tensor::broadcast_to: cannot broadcast " << shape_to_string(shape_)
+                                                                                             << " to " << shape_to_string(shape));
+    std::size_t lead = shape.size() - shape_.size();
+    std::vector<std::int64_t> st(shape.size(), 0);
+    for (std::size_t i = 0; i < shape_.size(); ++i) {
+        std::int64_t want = shape[lead + i];
+        if (shape_[i] == want) st[lead + i] = strides_[i];
+        else KILN_USER_CHECK(shape_[i] == 1, "Tensor::broadcast_to: cannot broadcast " << shape_to_string(shape_)
+                                                                                       << " to " << shape_to_string(shape));
+    }
+    return Tensor(storage_, shape, st, offset_, dtype_);
+}
+Tensor Tensor::unsqueeze(std::int64_t axis) const {
+    axis = norm_axis(axis, rank() + 1, "Tensor::unsqueeze");
+    Shape s = shape_;
+    std::vector<std::int64_t> st = strides_;
+    s.insert(s.begin() + axis, 1);
+    st.insert(st.begin() + axis, 0);
+    return Tensor(storage_, s, st, offset_, dtype_);
+}
+Tensor Tensor::squeeze(std::int64_t axis) const {
+    axis = norm_axis(axis, rank(), "Tensor::squeeze");
+    KILN_USER_CHECK(shape_[axis] == 1, "Tensor::squeeze: axis " << axis << " has size " << shape_[axis] << ", expected 1");
+    Shape s = shape_;
+    std::vector<std::int64_t> st = strides_;
+    s.erase(s.begin() + axis);
+    st.erase(st.begin() + axis);
+    return Tensor(storage_, s, st, offset_, dtype_);
+}
+Tensor Tensor::reshape(const Shape& shape) const {
+    check_shape(shape, "Tensor::reshape");
+    KILN_USER_CHECK(product(shape) == numel(), "Tensor::reshape: cannot reshape " << shape_to_string(shape_) << " ("
+                                                   << numel() << " elements) to " << shape_to_string(shape));
+    if (is_contiguous()) return Tensor(storage_, shape, contiguous_strides(shape), offset_, dtype_);
+    Tensor c = clone();
+    return Tensor(c.storage_, shape, contiguous_strides(shape), 0, dtype_);
+}
+
+std::string Tensor::to_string(std::int64_t max_elements) const {
+    std::ostringstream os;
+    os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_);
+    if (!defined()) return "Tensor(undefined)";
+    std::vector<double> v = to_doubles();
+    os << ", [";
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(numel(), max_elements); ++i) os << (i ? ", " : "") << v[i];
+    if (numel() > max_elements) os << ", ...";
+    os << "])";
+    return os.str();
+}
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+}  // namespace kiln
