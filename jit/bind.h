@@ -1,0 +1,18 @@
+#pragma once
+// Checks a call's inputs against the graph's arguments and binds the symbolic dims.
+// Throws kiln::Error naming the argument, the expected and the actual value.
+#include "src/ir/bindings.h"
+#include "src/ir/ir.h"
+
+#include <kiln/tensor.h>
+
+#include <span>
+
+namespace kiln::jit {
+
+// `what` names the call for messages ("call of 'mlp'").
+void bind_inputs(const ir::Graph& g, std::span<const Tensor> inputs, ir::Bindings& b, const std::string& what);
+// The same checks on shapes only (dtype and device are not checked).
+void bind_shapes(const ir::Graph& g, const std::vector<Shape>& shapes, ir::Bindings& b, const std::string& what);
+
+}  // namespace kiln::jit

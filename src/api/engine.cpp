@@ -1,0 +1,180 @@
+#include <kiln/engine.h>
+
+#include "jit/bind.h"
+#include "src/api/function_impl.h"
+#include "src/ir/printer.h"
+#include "src/support/check.h"
+#include "src/support/log.h"
+
+#include <tbb/global_control.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace kiln {
+namespace detail {
+
+FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o)
+    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o) {}
+
+std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
+    ir::Bindings b;
+    try {
+        jit::bind_inputs(*plan.graph, inputs, b, what);
+        std::vector<Shape> shapes;
+        shapes.reserve(inputs.size());
+        for (const Tensor& t : inputs) shapes.push_back(t.shape());
+        std::vector<Tensor> out = jit::execute(plan, inputs, b, &profile);
+        profile.record_call(shapes, b);
+        calls.fetch_add(1, std::memory_order_relaxed);
+        calls_by_tier[0].fetch_add(1, std::memory_order_relaxed);
+        return out;
+    } catch (const Error&) {
+        failed_calls.fetch_add(1, std::memory_order_relaxed);
+        throw;
+    }
+}
+
+FunctionStats FunctionImpl::stats() const {
+    FunctionStats s;
+    s.name = plan.graph->name;
+    s.calls = calls.load(std::memory_order_relaxed);
+    for (int t = 0; t < 3; ++t) s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
+    s.failed_calls = failed_calls.load(std::memory_order_relaxed);
+    for (std::size_t id : plan.order) {
+        const ir::Node& n = plan.graph->nodes[id];
+        if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
+        s.groups.push_back({"n" + std::to_string(id) + "." + std::string(ir::op_name(n.op)), 0, profile.node_calls(id),
+                            static_cast<double>(profile.node_ns(id)) * 1e-6});
+    }
+    for (auto& sig : profile.signatures()) s.signatures.push_back({sig.shapes, sig.calls});
+    s.dim_histograms = profile.dim_histograms();
+    return s;
+}
+
+EngineImpl::EngineImpl(const Options& o) : options(o) {
+    options.validate();
+    support::set_log_level(options.log_level);
+    if (options.num_threads > 0)
+        threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                        static_cast<std::size_t>(options.num_threads));
+    KILN_USER_CHECK(options.device == "auto" || options.device == "cpu",
+                    "KILN_DEVICE='" << options.device << "': this build has no " << options.device
+                                    << " backend; expected auto or cpu");
+    support::log().debug("engine created: {}", options.to_string());
+}
+EngineImpl::~EngineImpl() = default;
+
+}  // namespace detail
+
+// ---- Function ----
+namespace {
+detail::FunctionImpl& impl_of(const std::shared_ptr<detail::FunctionImpl>& p) {
+    KILN_USER_CHECK(p != nullptr, "Function: not loaded (default-constructed); use Engine::load");
+    return *p;
+}
+}  // namespace
+
+std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) const {
+    return impl_of(impl_).call(inputs);
+}
+
+void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+    detail::FunctionImpl& f = impl_of(impl_);
+    const auto& outs = f.plan.graph->outputs;
+    KILN_USER_CHECK(outputs.size() == outs.size(),
+                    f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
+    // Check the caller's buffers before running, so a bad call has no effect.
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    ir::Bindings b;
+    jit::bind_inputs(*f.plan.graph, inputs, b, f.what);
+    std::vector<Shape> expect = jit::infer_output_shapes(f.plan, shapes, b);
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const ir::Node& n = f.plan.graph->nodes[static_cast<std::size_t>(outs[i])];
+        const Tensor& o = outputs[i];
+        KILN_USER_CHECK(o.defined(), f.what << ": output " << i << " is an undefined Tensor");
+        KILN_USER_CHECK(o.dtype() == n.type.dtype, f.what << ": output " << i << " expected dtype " << dtype_name(n.type.dtype)
+                                                         << ", got " << dtype_name(o.dtype()));
+        KILN_USER_CHECK(o.device().kind == Device::Kind::cpu,
+                        f.what << ": output " << i << " expected device cpu, got " << o.device().to_string());
+        KILN_USER_CHECK(o.shape() == expect[i], f.what << ": output " << i << " expected shape " << shape_to_string(expect[i])
+                                                       << ", got " << shape_to_string(o.shape()));
+    }
+    std::vector<Tensor> res = f.call(inputs);
+    for (std::size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_from(res[i]);
+}
+
+void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
+    detail::FunctionImpl& f = impl_of(impl_);
+    // Tier 0 has nothing to compile: check that each shape set is valid for the graph.
+    for (const auto& shapes : shape_sets) {
+        ir::Bindings b;
+        jit::bind_shapes(*f.plan.graph, shapes, b, "warmup of '" + f.plan.graph->name + "'");
+        jit::infer_output_shapes(f.plan, shapes, b);
+    }
+}
+
+void Function::wait_for_compiles() const { impl_of(impl_); }
+
+FunctionStats Function::stats() const { return impl_of(impl_).stats(); }
+
+std::vector<Shape> Function::output_shapes(const std::vector<Shape>& input_shapes) const {
+    detail::FunctionImpl& f = impl_of(impl_);
+    ir::Bindings b;
+    jit::bind_shapes(*f.plan.graph, input_shapes, b, f.what);
+    return jit::infer_output_shapes(f.plan, input_shapes, b);
+}
+
+const Graph& Function::graph() const { return impl_of(impl_).graph; }
+
+// ---- Engine ----
+Engine::Engine() : Engine(Options::from_env()) {}
+Engine::Engine(const Options& options) : impl_(std::make_shared<detail::EngineImpl>(options)) {}
+Engine::~Engine() = default;
+
+Function Engine::load(const Graph& graph) {
+    KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
+    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options);
+    if (impl_->options.dumps("graph")) {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        fs::create_directories(impl_->options.dump_dir, ec);
+        fs::path p = fs::path(impl_->options.dump_dir) / (graph.name() + ".graph.txt");
+        std::ofstream out(p);
+        if (out) out << ir::print(*graph.impl());
+        else support::log().warn("KILN_DUMP=graph: cannot write {}", p.string());
+    }
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    // Drop entries of functions that no longer exist, so the list stays bounded.
+    std::erase_if(impl_->functions, [](const auto& w) { return w.expired(); });
+    impl_->functions.push_back(f);
+    return Function(std::move(f));
+}
+
+EngineStats Engine::stats() const {
+    EngineStats e;
+    std::vector<std::shared_ptr<detail::FunctionImpl>> live;
+    {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        for (const auto& w : impl_->functions)
+            if (auto p = w.lock()) live.push_back(std::move(p));
+    }
+    for (const auto& f : live) {
+        FunctionStats s = f->stats();
+        ++e.functions;
+        e.calls += s.calls;
+        for (int t = 0; t < 3; ++t) e.calls_by_tier[t] += s.calls_by_tier[t];
+        e.compiles += s.compiles;
+        e.compile_failures += s.compile_failures;
+        e.compile_ms += s.compile_ms;
+        e.guard_failures += s.guard_failures;
+        e.deopts += s.deopts;
+        e.specializations += s.specializations;
+    }
+    return e;
+}
+
+const Options& Engine::options() const { return impl_->options; }
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+#pragma once
+// The state behind kiln::Engine and kiln::Function.
+#include <kiln/engine.h>
+
+#include "jit/executor.h"
+#include "profiling/profile.h"
+
+#include <tbb/global_control.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+
+namespace kiln::detail {
+
+class FunctionImpl {
+public:
+    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options);
+
+    std::vector<Tensor> call(std::span<const Tensor> inputs);
+    FunctionStats stats() const;
+
+    Graph graph;
+    jit::Plan plan;
+    profiling::FunctionProfile profile;
+    std::string what;  // "call of 'name'", for messages
+    Options options;
+
+    std::atomic<std::uint64_t> calls{0};
+    std::array<std::atomic<std::uint64_t>, 3> calls_by_tier{};
+    std::atomic<std::uint64_t> failed_calls{0};
+};
+
+class EngineImpl {
+public:
+    explicit EngineImpl(const Options& o);
+    ~EngineImpl();
+    Options options;
+    std::unique_ptr<tbb::global_control> threads;  // KILN_NUM_THREADS, when set
+    mutable std::mutex mu;
+    std::vector<std::weak_ptr<FunctionImpl>> functions;
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,98 @@
+#include "src/ir/bindings.h"
+
+#include "src/support/check.h"
+
+namespace kiln::ir {
+
+std::optional<std::int64_t> Bindings::get(const std::string& symbol) const {
+    for (const auto& [n, v] : items_)
+        if (n == symbol) return v;
+    return std::nullopt;
+}
+
+void Bindings::bind(const std::string& symbol, std::int64_t value) {
+    for (auto& [n, v] : items_)
+        if (n == symbol) {
+            v = value;
+            return;
+        }
+    items_.emplace_back(symbol, value);
+}
+
+std::optional<std::int64_t> Bindings::eval(const Dim& d) const {
+    std::int64_t v = d.coeff();
+    for (const auto& s : d.symbols()) {
+        auto b = get(s);
+        if (!b) return std::nullopt;
+        v *= *b;
+    }
+    return v;
+}
+
+bool Bindings::unify(const std::vector<Dim>& dims, const Shape& shape, std::string* why) {
+    if (dims.size() != shape.size()) {
+        if (why) *why = "rank " + std::to_string(shape.size()) + ", expected " + std::to_string(dims.size());
+        return false;
+    }
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        const Dim& d = dims[i];
+        if (d.is_symbol() && !get(d.symbols()[0])) {
+            bind(d.symbols()[0], shape[i]);
+            continue;
+        }
+        auto v = eval(d);
+        if (!v) {  // a product with an unbound symbol: bind it when it is the only one
+            std::int64_t known = d.coeff();
+            const std::string* unbound = nullptr;
+            int n_unbound = 0;
+            for (const auto& s : d.symbols()) {
+                if (auto b = get(s)) known *= *b;
+                else {
+                    unbound = &s;
+                    ++n_unbound;
+                }
+            }
+            if (n_unbound == 1 && known != 0 && shape[i] % known == 0) {
+                bind(*unbound, shape[i] / known);
+                continue;
+            }
+            if (why) *why = "dim " + std::to_string(i) + " (" + d.to_string() + ") cannot be solved from " + std::to_string(shape[i]);
+            return false;
+        }
+        if (*v != shape[i]) {
+            if (why) *why = "dim " + std::to_string(i) + " is " + std::to_string(shape[i]) + ", expected " + d.to_string() + " = " + std::to_string(*v);
+            return false;
+        }
+    }
+    return true;
+}
+
+Shape concrete_target(const Node& node, Bindings& b, std::int64_t numel) {
+    const std::vector<Dim>& dims = node.attrs.dims("shape");
+    Shape out(dims.size(), 0);
+    int unknown = -1;
+    std::int64_t known = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (auto v = b.eval(dims[i])) {
+            out[i] = *v;
+            known *= *v;
+            continue;
+        }
+        KILN_USER_CHECK(node.op == Op::reshape && unknown < 0,
+                        op_name(node.op) << ": the target dims " << dims_to_string(dims) << " have unbound symbols");
+        unknown = static_cast<int>(i);
+    }
+    if (unknown >= 0) {
+        const Dim& d = dims[static_cast<std::size_t>(unknown)];
+        KILN_USER_CHECK(known != 0 && numel % known == 0,
+                        "reshape: cannot infer dim " << unknown << " of " << dims_to_string(dims) << " for " << numel
+                                                     << " elements");
+        out[static_cast<std::size_t>(unknown)] = numel / known;
+        std::string why;
+        std::vector<Dim> one{d};
+        KILN_USER_CHECK(b.unify(one, {numel / known}, &why), "reshape: " << why);
+    }
+    return out;
+}
+
+}  // namespace kiln::ir
