@@ -1,0 +1,161 @@
+// Engine / Function / stats / profiles / Options.
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace kiln;
+
+namespace {
+Graph small_mlp() {
+    Tensor w = Tensor::randn({8, 4}, 1), b = Tensor::randn({4}, 2);
+    return trace("small", {arg("x", DType::f32, {dyn("batch"), 8})},
+                 [&](const std::vector<Var>& in) { return softmax(relu(matmul(in[0], w) + b), -1); });
+}
+}  // namespace
+
+TEST_CASE("options: defaults are the documented ones") {
+    Options o;
+    CHECK(o.jit);
+    CHECK(o.tier1_threshold == 2);
+    CHECK(o.tier2_threshold == 50);
+    CHECK(o.max_specializations == 8);
+    CHECK(o.async_compile);
+    CHECK(o.compile_threads == 1);
+    CHECK(o.device == "auto");
+    CHECK(o.num_threads == 0);
+    CHECK(o.cache_dir.empty());
+    CHECK(o.log_level == "warn");
+    CHECK(o.dump.empty());
+    CHECK(o.trace_file.empty());
+    CHECK_NOTHROW(o.validate());
+    o.log_level = "chatty";
+    CHECK_THROWS_AS(o.validate(), Error);
+    CHECK_THROWS_AS(Engine{o}, Error);
+}
+
+TEST_CASE("function: stats count calls per tier, signatures and dim histograms") {
+    Engine e(Options{});
+    Function f = e.load(small_mlp());
+    for (int b : {3, 3, 5, 0}) f({Tensor::randn({b, 8}, static_cast<std::uint64_t>(b))});
+    CHECK_THROWS_AS(f({Tensor::randn({3, 9}, 1)}), Error);
+    FunctionStats s = f.stats();
+    CHECK(s.calls == 4);
+    CHECK(s.calls_by_tier[0] == 4);
+    CHECK(s.failed_calls == 1);
+    REQUIRE(s.signatures.size() == 3);
+    CHECK(s.signatures[0].shapes == std::vector<Shape>{{3, 8}});
+    CHECK(s.signatures[0].calls == 2);
+    CHECK(s.dim_histograms.at("batch").at(3) == 2);
+    CHECK(s.dim_histograms.at("batch").at(0) == 1);
+    CHECK(!s.groups.empty());
+    for (const auto& gr : s.groups) CHECK(gr.calls == 4);
+    std::string json = s.to_json();
+    CHECK(json.find("\"calls\":4") != std::string::npos);
+    CHECK(json.find("\"batch\":{") != std::string::npos);
+    EngineStats es = e.stats();
+    CHECK(es.functions == 1);
+    CHECK(es.calls == 4);
+    CHECK(es.to_json().find("\"code_cache_bytes\":0") != std::string::npos);
+}
+
+TEST_CASE("function: run writes into caller-owned (strided) outputs") {
+    Function f = Engine(Options{}).load(small_mlp());
+    Tensor x = Tensor::randn({5, 8}, 3);
+    Tensor expect = f({x})[0];
+    Tensor big = Tensor::zeros({4, 5});           // a transposed view as the output buffer
+    Tensor out = big.transpose(0, 1);
+    std::vector<Tensor> ins{x}, outs{out};
+    f.run(ins, outs);
+    CHECK(out.to_doubles() == expect.to_doubles());
+    std::vector<Tensor> bad{Tensor::zeros({5, 3})};
+    CHECK_THROWS_AS(f.run(ins, bad), Error);
+    std::vector<Tensor> bad_dtype{Tensor::zeros({5, 4}, DType::f64)};
+    CHECK_THROWS_AS(f.run(ins, bad_dtype), Error);
+}
+
+TEST_CASE("function: output_shapes and warmup check shapes without running") {
+    Function f = Engine(Options{}).load(small_mlp());
+    CHECK(f.output_shapes({{7, 8}}) == std::vector<Shape>{{7, 4}});
+    CHECK_NOTHROW(f.warmup({{{1, 8}}, {{64, 8}}}));
+    CHECK_THROWS_AS(f.warmup({{{1, 9}}}), Error);
+    f.wait_for_compiles();
+    CHECK(f.stats().calls == 0);
+}
+
+TEST_CASE("function: inputs may be non-contiguous views") {
+    Function f = Engine(Options{}).load(small_mlp());
+    Tensor base = Tensor::randn({8, 6}, 9);
+    Tensor view = base.transpose(0, 1);  // [6, 8], strided
+    CHECK(!view.is_contiguous());
+    CHECK(f({view})[0].to_doubles() == f({view.contiguous()})[0].to_doubles());
+}
+
+TEST_CASE("engine: KILN_DUMP=graph writes the graph text") {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("kiln_dump_test_" + std::to_string(std::rand()));
+    Options o;
+    o.dump = {"graph"};
+    o.dump_dir = dir.string();
+    Engine e(o);
+    Graph g = small_mlp();
+    e.load(g);
+    std::ifstream in(dir / "small.graph.txt");
+    REQUIRE(in.good());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(Graph::parse(text).structurally_equal(g));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("engine: a device this build lacks is refused clearly") {
+    Options o;
+    o.device = "cuda";
+    try {
+        Engine e(o);
+        FAIL("expected kiln::Error");
+    } catch (const Error& err) {
+        CHECK(std::string(err.what()).find("KILN_DEVICE") != std::string::npos);
+    }
+}
+
+TEST_CASE("graph: parse(print(g)) is structurally equal and hashes equal") {
+    Graph g = small_mlp();
+    Graph h = Graph::parse(g.to_string());
+    CHECK(h.structurally_equal(g));
+    CHECK(h.hash() == g.hash());
+    CHECK(h.to_string() == g.to_string());
+    Graph other = trace("small", {arg("x", DType::f32, {dyn("batch"), 8})}, [](const std::vector<Var>& in) { return relu(in[0]); });
+    CHECK(other.hash() != g.hash());
+    CHECK_THROWS_AS(Graph::parse(g.to_string({.max_constant_elements = 2})), Error);
+}
+
+TEST_CASE("tensor: views share storage and factories fill") {
+    Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+    Tensor v = t.permute({1, 0});
+    CHECK(v.shares_storage(t));
+    CHECK(v.shape() == Shape{3, 2});
+    CHECK(v.item({2, 1}) == 6);
+    Tensor s = t.slice(1, 0, 3, 2);
+    CHECK(s.shape() == Shape{2, 2});
+    CHECK(s.to_vector<float>() == std::vector<float>{1, 3, 4, 6});
+    CHECK(Tensor::full({2}, 7, DType::i8).to_vector<int>() == std::vector<int>{7, 7});
+    CHECK(Tensor::randn({16}, 3).to_doubles() == Tensor::randn({16}, 3).to_doubles());
+    CHECK(Tensor::randn({16}, 3).to_doubles() != Tensor::randn({16}, 4).to_doubles());
+    CHECK_THROWS_AS(t.data_as<double>(), Error);
+    CHECK_THROWS_AS(Tensor::from_vector<float>({1, 2}, {3}), Error);
+    CHECK_THROWS_AS(Tensor::empty({2}, DType::f32, Device::cuda(0)), Error);
+    float buf[4] = {1, 2, 3, 4};
+    Tensor w = Tensor::wrap(buf, {2, 2}, DType::f32);
+    buf[3] = 9;
+    CHECK(w.item({1, 1}) == 9);
+    Half h(1.5f);
+    CHECK(static_cast<float>(h) == 1.5f);
+    CHECK(static_cast<float>(BFloat16(-2.0f)) == -2.0f);
+    CHECK(static_cast<float>(Half(65504.0f)) == 65504.0f);
+    CHECK(std::isinf(static_cast<float>(Half(1e6f))));
+    CHECK(Device::parse("cuda:1") == Device::cuda(1));
+    CHECK_THROWS_AS(Device::parse("tpu"), Error);
+}
