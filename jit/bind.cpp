@@ -47,7 +47,7 @@ void check_count(const ir::Graph& g, std::size_t n, const std::string& what) {
 
 }  // namespace
 
-void bind_inputs(const ir::Graph& g, std::span<const Tensor> inputs, ir::Bindings& b, const std::string& what) {
+void check_inputs(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& what) {
     check_count(g, inputs.size(), what);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const ir::Node& n = g.nodes[static_cast<std::size_t>(g.inputs[i])];
@@ -58,7 +58,6 @@ void bind_inputs(const ir::Graph& g, std::span<const Tensor> inputs, ir::Binding
                                                         << dtype_name(n.type.dtype) << ", got " << dtype_name(t.dtype()));
         KILN_USER_CHECK(t.device().kind == Device::Kind::cpu, what << ": argument '" << name << "' (input " << i
                                                                    << ") expected device cpu, got " << t.device().to_string());
-        bind_shape(g, i, t.shape(), b, what);
     }
 }
 

@@ -10,9 +10,10 @@
 
 namespace kiln::jit {
 
+// Checks the count, dtype and device of each input (not the shapes).
 // `what` names the call for messages ("call of 'mlp'").
-void bind_inputs(const ir::Graph& g, std::span<const Tensor> inputs, ir::Bindings& b, const std::string& what);
-// The same checks on shapes only (dtype and device are not checked).
+void check_inputs(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& what);
+// Checks ranks and static dims and binds the symbolic dims.
 void bind_shapes(const ir::Graph& g, const std::vector<Shape>& shapes, ir::Bindings& b, const std::string& what);
 
 }  // namespace kiln::jit

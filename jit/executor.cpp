@@ -1,5 +1,6 @@
 #include "jit/executor.h"
 
+#include "jit/bind.h"
 #include "src/ir/shape_infer.h"
 #include "src/support/check.h"
 #include "tiers/interp/interp.h"
@@ -8,33 +9,6 @@
 #include <climits>
 
 namespace kiln::jit {
-namespace {
-
-// The concrete output type of a node for concrete input shapes; binds fresh symbols.
-Shape concrete_shape(const ir::Node& node, std::size_t id, const std::vector<ir::TensorType>& in_types, ir::Bindings& b,
-                     const ir::Node** effective, ir::Node& scratch) {
-    *effective = &node;
-    if (node.op == ir::Op::reshape || node.op == ir::Op::broadcast_to) {
-        std::int64_t numel = 1;
-        for (const Dim& d : in_types[0].dims) numel *= d.value();
-        Shape target = ir::concrete_target(node, b, numel);
-        scratch = node;
-        scratch.attrs.set("shape", std::vector<Dim>(target.begin(), target.end()));
-        *effective = &scratch;
-    }
-    std::vector<const ir::TensorType*> ptrs;
-    ptrs.reserve(in_types.size());
-    for (const auto& t : in_types) ptrs.push_back(&t);
-    ir::TensorType out = ir::infer_type(node.op, ptrs, (*effective)->attrs, nullptr);
-    Shape shape = out.static_shape();
-    std::string why;
-    KILN_USER_CHECK(b.unify(node.type.dims, shape, &why),
-                    "%" << id << " = " << ir::op_name(node.op) << ": at run time the result has shape " << shape_to_string(shape)
-                        << ", which does not match its traced type " << node.type.to_string() << ": " << why);
-    return shape;
-}
-
-}  // namespace
 
 Plan make_plan(std::shared_ptr<const ir::Graph> graph) {
     Plan p;
@@ -60,13 +34,64 @@ Plan make_plan(std::shared_ptr<const ir::Graph> graph) {
     return p;
 }
 
-std::vector<Tensor> execute(const Plan& plan, std::span<const Tensor> inputs, ir::Bindings& b,
+std::shared_ptr<const ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+                                                 const std::string& what) {
+    const ir::Graph& g = *plan.graph;
+    auto sp = std::make_shared<ShapePlan>();
+    sp->input_shapes = input_shapes;
+    bind_shapes(g, input_shapes, sp->bindings, what);
+    sp->shapes.resize(g.nodes.size());
+    sp->nodes.resize(g.nodes.size());
+    std::vector<ir::TensorType> types(g.nodes.size());
+    std::vector<const ir::TensorType*> in_types;
+    for (std::size_t id : plan.order) {
+        const ir::Node& node = g.nodes[id];
+        if (node.op == ir::Op::input) {
+            sp->shapes[id] = input_shapes[static_cast<std::size_t>(plan.arg_index[id])];
+        } else if (node.op == ir::Op::constant) {
+            sp->shapes[id] = node.value.shape();
+        } else {
+            in_types.clear();
+            for (auto in : node.inputs) in_types.push_back(&types[static_cast<std::size_t>(in)]);
+            const ir::Node* eff = &node;
+            if (node.op == ir::Op::reshape || node.op == ir::Op::broadcast_to) {
+                std::int64_t numel = 1;
+                for (auto d : sp->shapes[static_cast<std::size_t>(node.inputs[0])]) numel *= d;
+                Shape target = ir::concrete_target(node, sp->bindings, numel);
+                sp->nodes[id] = std::make_unique<ir::Node>(node);
+                sp->nodes[id]->attrs.set("shape", std::vector<Dim>(target.begin(), target.end()));
+                eff = sp->nodes[id].get();
+            }
+            Shape shape = ir::infer_type(node.op, in_types, eff->attrs, nullptr).static_shape();
+            std::string why;
+            KILN_USER_CHECK(sp->bindings.unify(node.type.dims, shape, &why),
+                            what << ": %" << id << " = " << ir::op_name(node.op) << " gives shape " << shape_to_string(shape)
+                                 << " at run time, which does not fit its traced type " << node.type.to_string() << ": "
+                                 << why);
+            sp->shapes[id] = std::move(shape);
+        }
+        types[id] = ir::static_type(node.type.dtype, sp->shapes[id]);
+    }
+    for (auto o : g.outputs) sp->output_shapes.push_back(sp->shapes[static_cast<std::size_t>(o)]);
+    return sp;
+}
+
+std::shared_ptr<const ShapePlan> ShapePlanCache::find(const std::vector<Shape>& shapes) const {
+    std::shared_lock lock(mu_);
+    auto it = map_.find(shapes);
+    return it == map_.end() ? nullptr : it->second;
+}
+
+void ShapePlanCache::insert(const std::shared_ptr<const ShapePlan>& sp) {
+    std::unique_lock lock(mu_);
+    if (map_.size() < kCapacity) map_.emplace(sp->input_shapes, sp);
+}
+
+std::vector<Tensor> execute(const Plan& plan, const ShapePlan& sp, std::span<const Tensor> inputs,
                             profiling::FunctionProfile* profile) {
     const ir::Graph& g = *plan.graph;
     std::vector<Tensor> values(g.nodes.size());
     std::vector<Tensor> args;
-    std::vector<ir::TensorType> in_types;
-    ir::Node scratch;
     for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
         std::size_t id = plan.order[pos];
         const ir::Node& node = g.nodes[id];
@@ -76,53 +101,25 @@ std::vector<Tensor> execute(const Plan& plan, std::span<const Tensor> inputs, ir
             values[id] = node.value;
         } else {
             args.clear();
-            in_types.clear();
-            for (auto in : node.inputs) {
-                const Tensor& t = values[static_cast<std::size_t>(in)];
-                args.push_back(t);
-                in_types.push_back(ir::static_type(t.dtype(), t.shape()));
-            }
-            const ir::Node* eff = nullptr;
-            Shape shape = concrete_shape(node, id, in_types, b, &eff, scratch);
+            for (auto in : node.inputs) args.push_back(values[static_cast<std::size_t>(in)]);
+            const ir::Node& eff = sp.nodes[id] ? *sp.nodes[id] : node;
             auto t0 = std::chrono::steady_clock::now();
-            values[id] = interp::run_node(*eff, args, shape);
+            values[id] = interp::run_node(eff, args, sp.shapes[id]);
             auto t1 = std::chrono::steady_clock::now();
             if (profile)
                 profile->record_node(id, static_cast<std::uint64_t>(
                                              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+            args.clear();
         }
         // Free operands read for the last time here.
         for (auto in : node.inputs)
-            if (plan.last_use[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(pos)) values[static_cast<std::size_t>(in)] = Tensor();
-        args.clear();
+            if (plan.last_use[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(pos))
+                values[static_cast<std::size_t>(in)] = Tensor();
     }
     std::vector<Tensor> outs;
     outs.reserve(g.outputs.size());
     for (auto o : g.outputs) outs.push_back(values[static_cast<std::size_t>(o)]);
     return outs;
-}
-
-std::vector<Shape> infer_output_shapes(const Plan& plan, const std::vector<Shape>& input_shapes, ir::Bindings& b) {
-    const ir::Graph& g = *plan.graph;
-    std::vector<ir::TensorType> types(g.nodes.size());
-    ir::Node scratch;
-    std::vector<ir::TensorType> in_types;
-    for (std::size_t id : plan.order) {
-        const ir::Node& node = g.nodes[id];
-        if (node.op == ir::Op::input) {
-            types[id] = ir::static_type(node.type.dtype, input_shapes[static_cast<std::size_t>(plan.arg_index[id])]);
-        } else if (node.op == ir::Op::constant) {
-            types[id] = node.type;
-        } else {
-            in_types.clear();
-            for (auto in : node.inputs) in_types.push_back(types[static_cast<std::size_t>(in)]);
-            const ir::Node* eff = nullptr;
-            types[id] = ir::static_type(node.type.dtype, concrete_shape(node, id, in_types, b, &eff, scratch));
-        }
-    }
-    std::vector<Shape> out;
-    for (auto o : g.outputs) out.push_back(types[static_cast<std::size_t>(o)].static_shape());
-    return out;
 }
 
 }  // namespace kiln::jit

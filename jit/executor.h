@@ -1,14 +1,17 @@
 #pragma once
-// Runs a graph on tier 0, node by node: computes each node's concrete output shape with
-// the same shape rules the tracer used, runs the interpreter kernel, and frees every
-// intermediate after its last use.
+// Runs a graph on tier 0, node by node. Shape work happens once per input-shape signature
+// (a ShapePlan: every node's concrete shape, with reshape targets made concrete), not on
+// every call; a call then runs the interpreter kernels and frees every intermediate
+// after its last use.
 #include "profiling/profile.h"
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
 
 #include <kiln/tensor.h>
 
+#include <map>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <vector>
 
@@ -23,13 +26,36 @@ struct Plan {
 
 Plan make_plan(std::shared_ptr<const ir::Graph> graph);
 
-// Runs one call whose inputs were already checked and bound (jit/bind.h).
-// Throws kiln::Error for data-dependent errors (e.g. a gather index out of range) or
-// symbolic dims that disagree at run time.
-std::vector<Tensor> execute(const Plan& plan, std::span<const Tensor> inputs, ir::Bindings& b,
-                            profiling::FunctionProfile* profile);
+// Everything a call needs that depends only on the input shapes.
+struct ShapePlan {
+    std::vector<Shape> input_shapes;
+    std::vector<Shape> shapes;                     // per node id (empty for nodes not in the plan)
+    std::vector<std::unique_ptr<ir::Node>> nodes;  // per node id: a copy with concrete attrs, where needed
+    ir::Bindings bindings;                         // every symbol's value
+    std::vector<Shape> output_shapes;
+};
 
-// Output shapes only (no kernels run).
-std::vector<Shape> infer_output_shapes(const Plan& plan, const std::vector<Shape>& input_shapes, ir::Bindings& b);
+// Checks the shapes against the graph (kiln::Error naming the argument, expected and
+// actual) and infers every node's shape (kiln::Error when symbolic dims disagree).
+std::shared_ptr<const ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+                                                 const std::string& what);
+
+// A bounded map from input shapes to shape plans, safe for concurrent use. When full,
+// further signatures are planned per call and not kept (memory stays bounded).
+class ShapePlanCache {
+public:
+    static constexpr std::size_t kCapacity = 64;
+    std::shared_ptr<const ShapePlan> find(const std::vector<Shape>& shapes) const;
+    void insert(const std::shared_ptr<const ShapePlan>& sp);
+
+private:
+    mutable std::shared_mutex mu_;
+    std::map<std::vector<Shape>, std::shared_ptr<const ShapePlan>> map_;
+};
+
+// Runs one call whose inputs were checked (dtype, device) and whose shapes were planned.
+// Throws kiln::Error for data-dependent errors (e.g. a gather index out of range).
+std::vector<Tensor> execute(const Plan& plan, const ShapePlan& shapes, std::span<const Tensor> inputs,
+                            profiling::FunctionProfile* profile);
 
 }  // namespace kiln::jit

@@ -17,15 +17,22 @@ namespace detail {
 FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o)
     : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o) {}
 
+std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(const std::vector<Shape>& shapes) {
+    if (auto sp = shape_plans.find(shapes)) return sp;
+    auto sp = jit::make_shape_plan(plan, shapes, what);
+    shape_plans.insert(sp);
+    return sp;
+}
+
 std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
-    ir::Bindings b;
     try {
-        jit::bind_inputs(*plan.graph, inputs, b, what);
+        jit::check_inputs(*plan.graph, inputs, what);
         std::vector<Shape> shapes;
         shapes.reserve(inputs.size());
         for (const Tensor& t : inputs) shapes.push_back(t.shape());
-        std::vector<Tensor> out = jit::execute(plan, inputs, b, &profile);
-        profile.record_call(shapes, b);
+        auto sp = shape_plan(shapes);
+        std::vector<Tensor> out = jit::execute(plan, *sp, inputs, &profile);
+        profile.record_call(shapes, sp->bindings);
         calls.fetch_add(1, std::memory_order_relaxed);
         calls_by_tier[0].fetch_add(1, std::memory_order_relaxed);
         return out;
@@ -85,11 +92,10 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     KILN_USER_CHECK(outputs.size() == outs.size(),
                     f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
     // Check the caller's buffers before running, so a bad call has no effect.
+    jit::check_inputs(*f.plan.graph, inputs, f.what);
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    ir::Bindings b;
-    jit::bind_inputs(*f.plan.graph, inputs, b, f.what);
-    std::vector<Shape> expect = jit::infer_output_shapes(f.plan, shapes, b);
+    const std::vector<Shape>& expect = f.shape_plan(shapes)->output_shapes;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
         const ir::Node& n = f.plan.graph->nodes[static_cast<std::size_t>(outs[i])];
         const Tensor& o = outputs[i];
@@ -107,12 +113,8 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
 
 void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
     detail::FunctionImpl& f = impl_of(impl_);
-    // Tier 0 has nothing to compile: check that each shape set is valid for the graph.
-    for (const auto& shapes : shape_sets) {
-        ir::Bindings b;
-        jit::bind_shapes(*f.plan.graph, shapes, b, "warmup of '" + f.plan.graph->name + "'");
-        jit::infer_output_shapes(f.plan, shapes, b);
-    }
+    // Tier 0 has nothing to compile: plan the shapes ahead (checking them).
+    for (const auto& shapes : shape_sets) f.shape_plan(shapes);
 }
 
 void Function::wait_for_compiles() const { impl_of(impl_); }
@@ -120,10 +122,7 @@ void Function::wait_for_compiles() const { impl_of(impl_); }
 FunctionStats Function::stats() const { return impl_of(impl_).stats(); }
 
 std::vector<Shape> Function::output_shapes(const std::vector<Shape>& input_shapes) const {
-    detail::FunctionImpl& f = impl_of(impl_);
-    ir::Bindings b;
-    jit::bind_shapes(*f.plan.graph, input_shapes, b, f.what);
-    return jit::infer_output_shapes(f.plan, input_shapes, b);
+    return impl_of(impl_).shape_plan(input_shapes)->output_shapes;
 }
 
 const Graph& Function::graph() const { return impl_of(impl_).graph; }

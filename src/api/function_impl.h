@@ -20,11 +20,14 @@ public:
     FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options);
 
     std::vector<Tensor> call(std::span<const Tensor> inputs);
+    // The shape plan for these input shapes: cached, or made (and cached while there is room).
+    std::shared_ptr<const jit::ShapePlan> shape_plan(const std::vector<Shape>& shapes);
     FunctionStats stats() const;
 
     Graph graph;
     jit::Plan plan;
     profiling::FunctionProfile profile;
+    jit::ShapePlanCache shape_plans;
     std::string what;  // "call of 'name'", for messages
     Options options;
 
