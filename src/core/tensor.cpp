@@ -26,12 +26,23 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
                     "device: expected cpu, got " << device.to_string()
                                                  << " (this build runs kernels on the CPU only)");
     auto s = std::make_shared<Storage>();
-    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
-    s->ptr = ::operator new(rounded, std::align_val_t(64));
+    if (bytes >= kAlignedThreshold)
+        s->ptr = ::operator new((bytes + 63) / 64 * 64, std::align_val_t(64));
+    else
+        s->ptr = ::operator new(std::max<std::size_t>(bytes, 1));
     s->bytes = bytes;
     s->device = device;
-    s->deleter = [](void* p) { ::operator delete(p, std::align_val_t(64)); };
+    s->owned = true;
     return s;
+}
+
+Storage::~Storage() {
+    if (owned) {
+        if (bytes >= kAlignedThreshold) ::operator delete(ptr, std::align_val_t(64));
+        else ::operator delete(ptr);
+    } else if (deleter) {
+        deleter(ptr);
+    }
 }
 }  // namespace detail
 
