@@ -25,7 +25,10 @@ std::int64_t Dim::value() const {
 }
 
 Dim operator*(const Dim& a, const Dim& b) {
-    Dim r(a.coeff_ * b.coeff_);
+    std::int64_t c = 0;
+    KILN_USER_CHECK(!__builtin_mul_overflow(a.coeff_, b.coeff_, &c),
+                    "dim product " << a.to_string() << " * " << b.to_string() << " overflows int64");
+    Dim r(c);
     if (r.coeff_ == 0) return r;
     r.syms_ = a.syms_;
     r.syms_.insert(r.syms_.end(), b.syms_.begin(), b.syms_.end());

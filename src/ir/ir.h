@@ -84,7 +84,8 @@ struct Graph {
     std::vector<ValueId> outputs;  // may repeat, may name inputs or constants
 };
 
-// Equality of structure: ops, edges, attributes, types and constant values.
+// Equality of structure: ops, edges, attributes, types and constant values. Both ignore the
+// graph name, so identical structures under different names share compiled code.
 bool structurally_equal(const Graph& a, const Graph& b);
 std::uint64_t structural_hash(const Graph& g);
 

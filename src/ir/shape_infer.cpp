@@ -34,6 +34,12 @@ struct Ctx {
 
 std::string dstr(const Dim& d) { return d.to_string(); }
 
+// Window sizes, strides, paddings and pads are bounded so that size arithmetic cannot overflow.
+constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
+void require_extent(const Ctx& c, std::int64_t v, const char* what) {
+    c.require(v >= 0 && v <= kMaxExtent, std::string(what) + " " + std::to_string(v) + " is out of range [0, 2^40]");
+}
+
 // May two dims be equal at run time?
 bool compatible(const Dim& a, const Dim& b) { return a == b || !a.is_static() || !b.is_static(); }
 
@@ -185,6 +191,7 @@ Dim window_out(const Ctx& c, const Dim& in, std::int64_t k, std::int64_t stride,
                std::int64_t dil, const char* what) {
     std::int64_t span = dil * (k - 1) + 1;
     if (in.is_static()) {
+        require_extent(c, in.value(), "input size");
         std::int64_t n = in.value() + pad_total - span;
         c.require(n >= 0, std::string(what) + " window of extent " + std::to_string(span) +
                               " does not fit the padded input of size " + std::to_string(in.value() + pad_total));
@@ -204,8 +211,14 @@ TensorType infer_conv(const Ctx& c) {
     c.require(groups >= 1, "groups must be >= 1");
     c.require(w.dims[2].is_static() && w.dims[3].is_static() && w.dims[0].is_static() && w.dims[1].is_static(),
               "weight dims must be static");
-    for (int i = 0; i < 2; ++i)
+    c.require(st.size() == 2 && pd.size() == 2 && dl.size() == 2, "stride, padding and dilation must hold 2 values");
+    for (int i = 0; i < 2; ++i) {
         c.require(st[i] >= 1 && dl[i] >= 1 && pd[i] >= 0, "stride and dilation must be >= 1, padding >= 0");
+        require_extent(c, st[i], "stride");
+        require_extent(c, dl[i], "dilation");
+        require_extent(c, pd[i], "padding");
+        require_extent(c, w.dims[2 + i].value(), "kernel size");
+    }
     std::int64_t o = w.dims[0].value(), ipg = w.dims[1].value();
     c.require(o % groups == 0, "output channels " + std::to_string(o) + " must divide by groups " + std::to_string(groups));
     c.require(compatible(x.dims[1], Dim(ipg * groups)),
@@ -226,8 +239,11 @@ TensorType infer_pool(const Ctx& c) {
     else c.require(is_floating(x.dtype), "expected a floating operand");
     if (c.op == Op::global_avg_pool2d) return {x.dtype, {x.dims[0], x.dims[1], Dim(1), Dim(1)}};
     const auto &k = c.attrs.ints("kernel"), &st = c.attrs.ints("stride"), &pd = c.attrs.ints("padding");
+    c.require(k.size() == 2 && st.size() == 2 && pd.size() == 2, "kernel, stride and padding must hold 2 values");
     for (int i = 0; i < 2; ++i) {
         c.require(k[i] >= 1 && st[i] >= 1, "kernel and stride must be >= 1");
+        require_extent(c, k[i], "kernel");
+        require_extent(c, st[i], "stride");
         c.require(pd[i] >= 0 && 2 * pd[i] <= k[i], "padding must be in [0, kernel/2]");
     }
     Dim h = window_out(c, x.dims[2], k[0], st[0], 2 * pd[0], 1, op_name(c.op).data());
@@ -319,9 +335,10 @@ TensorType infer_slice(const Ctx& c) {
     const Dim& d = x.dims[axis];
     if (d.is_static()) {
         std::int64_t n = d.value();
+        c.require(n >= 0, "dims must be >= 0");
         auto cl = [n](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v + n, 0) : std::min(v, n); };
         std::int64_t b = cl(start), e = cl(end);
-        out.dims[axis] = Dim(e > b ? (e - b + step - 1) / step : 0);
+        out.dims[axis] = Dim(e > b ? (e - b - 1) / step + 1 : 0);
     } else if (!(start == 0 && end == INT64_MAX && step == 1)) {
         out.dims[axis] = c.fresh();
     }
@@ -333,7 +350,7 @@ Dim dims_sum(const Ctx& c, const std::vector<Dim>& ds) {
     std::int64_t coeff = 0;
     for (const Dim& d : ds) {
         if (d.symbols() != ds[0].symbols()) return c.fresh();
-        coeff += d.coeff();
+        c.require(!__builtin_add_overflow(coeff, d.coeff(), &coeff), "the concatenated dim overflows int64");
     }
     Dim r(coeff);
     for (const auto& s : ds[0].symbols()) r = r * Dim::symbol(s);
@@ -382,7 +399,10 @@ TensorType infer_pad(const Ctx& c) {
     for (std::int64_t i = 0; i < x.rank(); ++i) {
         std::int64_t before = pads[2 * i], after = pads[2 * i + 1];
         c.require(before >= 0 && after >= 0, "pads must be >= 0");
+        require_extent(c, before, "pad");
+        require_extent(c, after, "pad");
         if (before + after == 0) continue;
+        if (x.dims[i].is_static()) require_extent(c, x.dims[i].value(), "padded dim");
         out.dims[i] = x.dims[i].is_static() ? Dim(x.dims[i].value() + before + after) : c.fresh();
     }
     return out;
