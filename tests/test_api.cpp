@@ -159,3 +159,18 @@ TEST_CASE("tensor: views share storage and factories fill") {
     CHECK(Device::parse("cuda:1") == Device::cuda(1));
     CHECK_THROWS_AS(Device::parse("tpu"), Error);
 }
+
+TEST_CASE("engine: stats keep the calls of functions that are gone") {
+    Engine e(Options{});
+    {
+        Function f = e.load(small_mlp());
+        f({Tensor::randn({2, 8}, 1)});
+        f({Tensor::randn({3, 8}, 1)});
+    }
+    Function g = e.load(small_mlp());
+    g({Tensor::randn({1, 8}, 1)});
+    EngineStats s = e.stats();
+    CHECK(s.functions == 1);
+    CHECK(s.calls == 3);
+    CHECK(s.calls_by_tier[0] == 3);
+}

@@ -47,6 +47,8 @@ struct FunctionStats {
     std::string to_json() const;
 };
 
+// Totals over every function the engine loaded, including those no longer alive
+// (`functions` counts the live ones; specializations too).
 struct EngineStats {
     std::uint64_t functions = 0;
     std::uint64_t calls = 0;

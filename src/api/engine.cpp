@@ -14,8 +14,23 @@
 namespace kiln {
 namespace detail {
 
-FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o)
-    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o) {}
+void RetiredTotals::add(const FunctionStats& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    totals.calls += s.calls;
+    for (int t = 0; t < 3; ++t) totals.calls_by_tier[t] += s.calls_by_tier[t];
+    totals.compiles += s.compiles;
+    totals.compile_failures += s.compile_failures;
+    totals.compile_ms += s.compile_ms;
+    totals.guard_failures += s.guard_failures;
+    totals.deopts += s.deopts;
+}
+
+FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r)
+    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o), retired(std::move(r)) {}
+
+FunctionImpl::~FunctionImpl() {
+    if (retired) retired->add(stats());
+}
 
 std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(const std::vector<Shape>& shapes) {
     if (auto sp = shape_plans.find(shapes)) return sp;
@@ -134,7 +149,7 @@ Engine::~Engine() = default;
 
 Function Engine::load(const Graph& graph) {
     KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
-    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options);
+    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired);
     if (impl_->options.dumps("graph")) {
         namespace fs = std::filesystem;
         std::error_code ec;
@@ -153,6 +168,10 @@ Function Engine::load(const Graph& graph) {
 
 EngineStats Engine::stats() const {
     EngineStats e;
+    {
+        std::lock_guard<std::mutex> lock(impl_->retired->mu);
+        e = impl_->retired->totals;  // functions already gone
+    }
     std::vector<std::shared_ptr<detail::FunctionImpl>> live;
     {
         std::lock_guard<std::mutex> lock(impl_->mu);

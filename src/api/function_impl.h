@@ -15,9 +15,19 @@
 
 namespace kiln::detail {
 
+// Totals of functions that no longer exist, so engine stats do not lose their history.
+struct RetiredTotals {
+    std::mutex mu;
+    EngineStats totals;
+    void add(const FunctionStats& s);
+};
+
 class FunctionImpl {
 public:
-    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options);
+    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<RetiredTotals> retired);
+    ~FunctionImpl();
+    FunctionImpl(const FunctionImpl&) = delete;
+    FunctionImpl& operator=(const FunctionImpl&) = delete;
 
     std::vector<Tensor> call(std::span<const Tensor> inputs);
     // The shape plan for these input shapes: cached, or made (and cached while there is room).
@@ -34,6 +44,7 @@ public:
     std::atomic<std::uint64_t> calls{0};
     std::array<std::atomic<std::uint64_t>, 3> calls_by_tier{};
     std::atomic<std::uint64_t> failed_calls{0};
+    std::shared_ptr<RetiredTotals> retired;
 };
 
 class EngineImpl {
@@ -44,6 +55,7 @@ public:
     std::unique_ptr<tbb::global_control> threads;  // KILN_NUM_THREADS, when set
     mutable std::mutex mu;
     std::vector<std::weak_ptr<FunctionImpl>> functions;
+    std::shared_ptr<RetiredTotals> retired = std::make_shared<RetiredTotals>();
 };
 
 }  // namespace kiln::detail
