@@ -179,10 +179,13 @@ Tensor reduce(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
     // Kept axes first, then the reduced ones: a dense [m, r] matrix.
     std::vector<I64> perm;
     I64 m = 1, r = 1;
-    for (I64 d = 0; d < x.rank(); ++d)
-        if (!reduced[static_cast<std::size_t>(d)]) perm.push_back(d), m *= x.dim(d);
-    for (I64 d = 0; d < x.rank(); ++d)
-        if (reduced[static_cast<std::size_t>(d)]) perm.push_back(d), r *= x.dim(d);
+    for (int pass = 0; pass < 2; ++pass)
+        for (I64 d = 0; d < x.rank(); ++d) {
+            const bool red = reduced[static_cast<std::size_t>(d)];
+            if (red != (pass == 1)) continue;
+            perm.push_back(d);
+            (red ? r : m) *= x.dim(d);
+        }
     KILN_CHECK(m == numel_of(out_shape), "interp: " << ir::op_name(op) << ": output size mismatch");
     // A contiguous operand whose reduced axes are adjacent is used in place as [a, r, b]
     // (kept axes before and after the reduced block); any other operand is copied into
@@ -192,9 +195,8 @@ Tensor reduce(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
     const bool adjacent = axes.back() - axes.front() + 1 == static_cast<I64>(axes.size());
     if (x.is_contiguous() && adjacent) {
         rows = x;
-        b = 1;
         for (I64 d = axes.back() + 1; d < x.rank(); ++d) b *= x.dim(d);
-        a = b == 0 ? 0 : m / b;
+        a = m / std::max<I64>(b, 1);
     } else {
         rows = x.permute(perm).contiguous();
     }
