@@ -288,7 +288,7 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, st
     std::int64_t n = shape_[axis];
     auto clampi = [n](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v + n, 0) : std::min(v, n); };
     std::int64_t b = clampi(start), e = clampi(end);
-    std::int64_t len = e > b ? (e - b + step - 1) / step : 0;
+    std::int64_t len = e > b ? (e - b - 1) / step + 1 : 0;
     Shape s = shape_;
     std::vector<std::int64_t> st = strides_;
     s[axis] = len;
