@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Kiln builds against (README, "Dependencies"), but only
+# those that are missing. Safe to run any number of times: when everything is present it
+# changes nothing and does not touch the network.
+set -euo pipefail
+
+PACKAGES=(
+  cmake
+  ninja-build
+  g++
+  libtbb-dev
+  libspdlog-dev
+  libfmt-dev
+  doctest-dev
+  libasmjit-dev
+  llvm-19-dev
+)
+
+is_installed() {
+  local status
+  status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]]
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install_deps.sh: dpkg-query not found; this script supports Debian 12 (bookworm) only." >&2
+  echo "Install these packages (or their equivalents) yourself: ${PACKAGES[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! is_installed "$pkg"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps.sh: all dependencies present"
+  exit 0
+fi
+
+SUDO=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "install_deps.sh: missing packages (${missing[*]}) and not root, and sudo is not available." >&2
+    exit 1
+  fi
+fi
+
+echo "install_deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+
+# Check that the installation really happened (a held or broken package would otherwise
+# surface later as a confusing CMake error).
+still_missing=()
+for pkg in "${missing[@]}"; do
+  if ! is_installed "$pkg"; then
+    still_missing+=("$pkg")
+  fi
+done
+if [[ ${#still_missing[@]} -ne 0 ]]; then
+  echo "install_deps.sh: failed to install: ${still_missing[*]}" >&2
+  exit 1
+fi
+echo "install_deps.sh: installed ${missing[*]}"

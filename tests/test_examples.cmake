@@ -1,0 +1,16 @@
+# The examples are built by examples/CMakeLists.txt (added before enable_testing(), so
+# their tests are registered here). Each runs with small arguments; an example exits
+# non-zero when a check of its own fails (an output shape, a NaN, a row sum).
+set(KILN_EXAMPLE_TESTS
+  "01_quickstart|1 4"
+  "02_dynamic_shapes|3 8 17")
+foreach(_entry IN LISTS KILN_EXAMPLE_TESTS)
+  string(REPLACE "|" ";" _parts "${_entry}")
+  list(GET _parts 0 _target)
+  list(GET _parts 1 _args)
+  separate_arguments(_args UNIX_COMMAND "${_args}")
+  if(TARGET ${_target})
+    add_test(NAME example_${_target} COMMAND ${_target} ${_args})
+    set_tests_properties(example_${_target} PROPERTIES TIMEOUT 300)
+  endif()
+endforeach()
