@@ -45,16 +45,19 @@ std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
         std::vector<Shape> shapes;
         shapes.reserve(inputs.size());
         for (const Tensor& t : inputs) shapes.push_back(t.shape());
-        auto sp = shape_plan(shapes);
-        std::vector<Tensor> out = jit::execute(plan, *sp, inputs, &profile);
-        profile.record_call(shapes, sp->bindings);
-        calls.fetch_add(1, std::memory_order_relaxed);
-        calls_by_tier[0].fetch_add(1, std::memory_order_relaxed);
-        return out;
+        return call_planned(inputs, *shape_plan(shapes));
     } catch (const Error&) {
         failed_calls.fetch_add(1, std::memory_order_relaxed);
         throw;
     }
+}
+
+std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp) {
+    std::vector<Tensor> out = jit::execute(plan, sp, inputs, &profile);
+    profile.record_call(sp.input_shapes, sp.bindings);
+    calls.fetch_add(1, std::memory_order_relaxed);
+    calls_by_tier[0].fetch_add(1, std::memory_order_relaxed);
+    return out;
 }
 
 FunctionStats FunctionImpl::stats() const {
@@ -107,10 +110,17 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     KILN_USER_CHECK(outputs.size() == outs.size(),
                     f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
     // Check the caller's buffers before running, so a bad call has no effect.
-    jit::check_inputs(*f.plan.graph, inputs, f.what);
-    std::vector<Shape> shapes;
-    for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    const std::vector<Shape>& expect = f.shape_plan(shapes)->output_shapes;
+    std::shared_ptr<const jit::ShapePlan> sp;
+    try {
+        jit::check_inputs(*f.plan.graph, inputs, f.what);
+        std::vector<Shape> shapes;
+        for (const Tensor& t : inputs) shapes.push_back(t.shape());
+        sp = f.shape_plan(shapes);
+    } catch (const Error&) {
+        f.failed_calls.fetch_add(1, std::memory_order_relaxed);
+        throw;
+    }
+    const std::vector<Shape>& expect = sp->output_shapes;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
         const ir::Node& n = f.plan.graph->nodes[static_cast<std::size_t>(outs[i])];
         const Tensor& o = outputs[i];
@@ -122,7 +132,13 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
         KILN_USER_CHECK(o.shape() == expect[i], f.what << ": output " << i << " expected shape " << shape_to_string(expect[i])
                                                        << ", got " << shape_to_string(o.shape()));
     }
-    std::vector<Tensor> res = f.call(inputs);
+    std::vector<Tensor> res;
+    try {
+        res = f.call_planned(inputs, *sp);
+    } catch (const Error&) {
+        f.failed_calls.fetch_add(1, std::memory_order_relaxed);
+        throw;
+    }
     for (std::size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_from(res[i]);
 }
 

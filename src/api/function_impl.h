@@ -30,6 +30,8 @@ public:
     FunctionImpl& operator=(const FunctionImpl&) = delete;
 
     std::vector<Tensor> call(std::span<const Tensor> inputs);
+    // A call whose inputs were checked and whose shapes were planned.
+    std::vector<Tensor> call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp);
     // The shape plan for these input shapes: cached, or made (and cached while there is room).
     std::shared_ptr<const jit::ShapePlan> shape_plan(const std::vector<Shape>& shapes);
     FunctionStats stats() const;
