@@ -1,0 +1,153 @@
+#pragma once
+// Kernel IR (KIR): the loop-level IR of one fused group, and the single input of every code
+// generator (LLVM ORC now; asmjit and CUDA-C/HIP later). It holds no backend types.
+//
+// A kernel is a function
+//     void kernel(void* const* buffers, const int64_t* params, int64_t begin, int64_t end)
+// that runs `body` once for each value of the outer index `outer` in [begin, end). The
+// runtime evaluates `extent` (an expression of the params) and splits [0, extent) into
+// chunks across threads, so every backend gets parallelism the same way. Buffers are dense
+// (row-major, contiguous) arrays of their dtype; f16/bf16 elements are loaded as f32 and
+// stored from f32. Params are int64 values (dims of the group's inputs) that a
+// specialisation may bind to constants (see Specialization).
+//
+// Semantics of every op are those of the interpreter (tiers/interp), which is the
+// specification: e.g. max/min propagate NaN, integer division by zero gives 0.
+#include <kiln/dtype.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::kir {
+
+// Scalar types of expressions. `index` is a signed 64-bit loop/index value.
+enum class Type : std::uint8_t { f32, f64, i8, u8, i32, i64, boolean, index };
+std::string_view type_name(Type t);
+Type compute_type(DType d);  // f16/bf16 -> f32, others map one to one
+bool is_float(Type t);
+
+#define KIR_UNARY_OPS(X)                                                                                  \
+    X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(reciprocal) X(sin) X(cos) X(tanh) X(sigmoid) X(relu) \
+    X(gelu_erf) X(gelu_tanh) X(silu) X(erf) X(floor) X(ceil) X(round) X(sign) X(logical_not)
+#define KIR_BINARY_OPS(X) \
+    X(add) X(sub) X(mul) X(div) X(pow) X(max) X(min) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
+
+enum class UnaryOp : std::uint8_t {
+#define X(n) n,
+    KIR_UNARY_OPS(X)
+#undef X
+};
+enum class BinaryOp : std::uint8_t {
+#define X(n) n,
+    KIR_BINARY_OPS(X)
+#undef X
+};
+std::string_view op_name(UnaryOp op);
+std::string_view op_name(BinaryOp op);
+
+enum class ExprKind : std::uint8_t {
+    Const,   // `f` (float types) or `i` (others)
+    Param,   // params[id] (index type)
+    Outer,   // the outer index (index type)
+    Var,     // loop variable `id` (index type)
+    Temp,    // scalar temporary `id`
+    Load,    // buffers[id][args[0]] (args[0] is an index expression, in elements)
+    Unary,   // uop(args[0])
+    Binary,  // bop(args[0], args[1]); comparisons give boolean
+    Select,  // args[0] (boolean) ? args[1] : args[2]
+    Cast,    // args[0] converted to `type` (the interpreter's conversion rules)
+};
+
+struct Expr;
+using ExprRef = std::shared_ptr<const Expr>;
+
+struct Expr {
+    ExprKind kind = ExprKind::Const;
+    Type type = Type::index;
+    double f = 0.0;
+    std::int64_t i = 0;
+    int id = -1;
+    UnaryOp uop = UnaryOp::neg;
+    BinaryOp bop = BinaryOp::add;
+    std::vector<ExprRef> args;
+};
+
+// Builders (check operand types; throw std::logic_error on misuse: these are Kiln's own bugs).
+ExprRef constant(Type t, double value);
+ExprRef index_const(std::int64_t v);
+ExprRef param(int id);
+ExprRef outer();
+ExprRef var(int id);
+ExprRef temp(int id, Type t);
+ExprRef load(int buffer, Type t, ExprRef index);
+ExprRef unary(UnaryOp op, ExprRef a);
+ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
+ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
+ExprRef cast(Type t, ExprRef a);
+
+enum class StmtKind : std::uint8_t {
+    Loop,    // for (var = begin; var < end; ++var) body
+    Store,   // buffers[buffer][index] = value
+    Assign,  // temps[var] = value
+};
+
+struct Stmt;
+using StmtRef = std::shared_ptr<const Stmt>;
+
+struct Stmt {
+    StmtKind kind = StmtKind::Store;
+    int var = -1;        // Loop: loop variable id; Assign: temp id
+    ExprRef begin, end;  // Loop
+    int buffer = -1;     // Store
+    ExprRef index;       // Store
+    ExprRef value;       // Store, Assign
+    std::vector<StmtRef> body;  // Loop
+};
+
+StmtRef loop(int var, ExprRef begin, ExprRef end, std::vector<StmtRef> body);
+StmtRef store(int buffer, ExprRef index, ExprRef value);
+StmtRef assign(int temp, ExprRef value);
+
+struct Buffer {
+    std::string name;
+    DType dtype = DType::f32;
+    bool output = false;
+};
+
+// Where a param's value comes from at run time: dim `dim` of group input `input`.
+struct ParamSource {
+    int input = 0;
+    int dim = 0;
+};
+
+struct Kernel {
+    std::string name;
+    std::vector<Buffer> buffers;          // group inputs first, then outputs
+    std::vector<std::string> params;      // names, for printing
+    std::vector<ParamSource> param_sources;
+    std::vector<Type> temps;              // scalar temporaries
+    int num_vars = 0;                     // loop variables 0 .. num_vars-1
+    ExprRef extent;                       // of the outer index, in params
+    std::vector<StmtRef> body;            // run once per outer index
+};
+
+// Values bound to params (nullopt: left as a run-time argument).
+struct Specialization {
+    std::vector<std::optional<std::int64_t>> params;
+};
+
+// Evaluates an index expression made of constants, params and index arithmetic.
+std::int64_t eval_index(const ExprRef& e, const std::int64_t* params);
+
+// Checks a kernel's invariants (types, ids in range, loop variables bound where used);
+// throws std::logic_error naming the problem.
+void verify(const Kernel& k);
+
+// The text form (KILN_DUMP=kir).
+std::string print(const Kernel& k);
+
+}  // namespace kiln::kir
