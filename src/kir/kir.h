@@ -118,9 +118,10 @@ struct Buffer {
     bool output = false;
 };
 
-// Where a param's value comes from at run time: dim `dim` of group input `input`.
+// Where a param's value comes from at run time: dim `dim` of buffer `buffer` (an input or
+// an output; the runtime knows every buffer's shape before it calls the kernel).
 struct ParamSource {
-    int input = 0;
+    int buffer = 0;
     int dim = 0;
 };
 
