@@ -3,9 +3,7 @@
 #include "jit/bind.h"
 #include "src/ir/shape_infer.h"
 #include "src/support/check.h"
-#include "tiers/interp/interp.h"
 
-#include <chrono>
 #include <climits>
 
 namespace kiln::jit {
@@ -85,41 +83,6 @@ std::shared_ptr<const ShapePlan> ShapePlanCache::find(const std::vector<Shape>& 
 void ShapePlanCache::insert(const std::shared_ptr<const ShapePlan>& sp) {
     std::unique_lock lock(mu_);
     if (map_.size() < kCapacity) map_.emplace(sp->input_shapes, sp);
-}
-
-std::vector<Tensor> execute(const Plan& plan, const ShapePlan& sp, std::span<const Tensor> inputs,
-                            profiling::FunctionProfile* profile) {
-    const ir::Graph& g = *plan.graph;
-    std::vector<Tensor> values(g.nodes.size());
-    std::vector<Tensor> args;
-    for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
-        std::size_t id = plan.order[pos];
-        const ir::Node& node = g.nodes[id];
-        if (node.op == ir::Op::input) {
-            values[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
-        } else if (node.op == ir::Op::constant) {
-            values[id] = node.value;
-        } else {
-            args.clear();
-            for (auto in : node.inputs) args.push_back(values[static_cast<std::size_t>(in)]);
-            const ir::Node& eff = sp.nodes[id] ? *sp.nodes[id] : node;
-            auto t0 = std::chrono::steady_clock::now();
-            values[id] = interp::run_node(eff, args, sp.shapes[id]);
-            auto t1 = std::chrono::steady_clock::now();
-            if (profile)
-                profile->record_node(id, static_cast<std::uint64_t>(
-                                             std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-            args.clear();
-        }
-        // Free operands read for the last time here.
-        for (auto in : node.inputs)
-            if (plan.last_use[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(pos))
-                values[static_cast<std::size_t>(in)] = Tensor();
-    }
-    std::vector<Tensor> outs;
-    outs.reserve(g.outputs.size());
-    for (auto o : g.outputs) outs.push_back(values[static_cast<std::size_t>(o)]);
-    return outs;
 }
 
 }  // namespace kiln::jit

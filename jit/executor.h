@@ -1,8 +1,8 @@
 #pragma once
-// Runs a graph on tier 0, node by node. Shape work happens once per input-shape signature
-// (a ShapePlan: every node's concrete shape, with reshape targets made concrete), not on
-// every call; a call then runs the interpreter kernels and frees every intermediate
-// after its last use.
+// What a call needs before it runs: the plan of a graph (the nodes its outputs need, each
+// input's argument position) and, per input-shape signature, a ShapePlan (every node's
+// concrete shape, reshape targets made concrete), so shape work happens once per signature,
+// not on every call. jit/run_plan.h runs calls.
 #include "profiling/profile.h"
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
@@ -52,10 +52,5 @@ private:
     mutable std::shared_mutex mu_;
     std::map<std::vector<Shape>, std::shared_ptr<const ShapePlan>> map_;
 };
-
-// Runs one call whose inputs were checked (dtype, device) and whose shapes were planned.
-// Throws kiln::Error for data-dependent errors (e.g. a gather index out of range).
-std::vector<Tensor> execute(const Plan& plan, const ShapePlan& shapes, std::span<const Tensor> inputs,
-                            profiling::FunctionProfile* profile);
 
 }  // namespace kiln::jit

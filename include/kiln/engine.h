@@ -16,12 +16,17 @@ namespace kiln {
 
 namespace detail { class FunctionImpl; class EngineImpl; }
 
-// One unit of tiering. Before fusion exists every node that does work is its own group.
+// One unit of tiering: a fusion group (an elementwise chain, a row reduction with its
+// producers and consumers, a matmul, ...).
 struct GroupStats {
-    std::string name;        // e.g. "n3.matmul"
-    int tier = 0;            // the best tier it currently has
+    std::string name;              // e.g. "g2.softmax"
+    std::string kind;              // elementwise, row_reduction, matmul, conv, opaque
+    int tier = 0;                  // the best tier it currently has
     std::uint64_t calls = 0;
-    double total_ms = 0.0;   // time spent running it, all tiers
+    std::uint64_t compiled_calls = 0;  // calls that ran compiled code
+    double total_ms = 0.0;         // time spent running it, all tiers
+    std::uint64_t versions = 0;    // compiled versions published
+    std::string note;              // why it stays on the interpreter, when it does
 };
 
 // How often one concrete shape signature (the shapes of all inputs) was called.
@@ -42,6 +47,7 @@ struct FunctionStats {
     std::uint64_t guard_failures = 0;
     std::uint64_t deopts = 0;
     std::uint64_t specializations = 0;
+    std::map<std::string, std::uint64_t> bailouts;  // compile outcomes other than success, by reason
     std::vector<ShapeSignatureCount> signatures;                          // most called first
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms;  // symbol -> value -> calls
     std::string to_json() const;

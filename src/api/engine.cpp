@@ -1,6 +1,8 @@
 #include <kiln/engine.h>
 
 #include "jit/bind.h"
+#include "jit/run_plan.h"
+#include "jit/tier_registry.h"
 #include "src/api/function_impl.h"
 #include "src/ir/printer.h"
 #include "src/support/check.h"
@@ -25,8 +27,10 @@ void RetiredTotals::add(const FunctionStats& s) {
     totals.deopts += s.deopts;
 }
 
-FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r)
-    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o), retired(std::move(r)) {}
+FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r,
+                           std::shared_ptr<tiers::Tier> tier2)
+    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o),
+      tiers(g, o, std::move(tier2)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
     if (retired) retired->add(stats());
@@ -53,10 +57,11 @@ std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
 }
 
 std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp) {
-    std::vector<Tensor> out = jit::execute(plan, sp, inputs, &profile);
+    int tier = 0;
+    std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier);
     profile.record_call(sp.input_shapes, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
-    calls_by_tier[0].fetch_add(1, std::memory_order_relaxed);
+    calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
     return out;
 }
 
@@ -66,12 +71,31 @@ FunctionStats FunctionImpl::stats() const {
     s.calls = calls.load(std::memory_order_relaxed);
     for (int t = 0; t < 3; ++t) s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
     s.failed_calls = failed_calls.load(std::memory_order_relaxed);
-    for (std::size_t id : plan.order) {
-        const ir::Node& n = plan.graph->nodes[id];
-        if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
-        s.groups.push_back({"n" + std::to_string(id) + "." + std::string(ir::op_name(n.op)), 0, profile.node_calls(id),
-                            static_cast<double>(profile.node_ns(id)) * 1e-6});
+    for (const auto& gp : tiers.groups()) {
+        const jit::GroupRuntime& gr = *gp;
+        GroupStats g;
+        g.name = gr.group.name;
+        g.kind = std::string(passes::group_kind_name(gr.group.kind));
+        auto code = gr.code();
+        for (const auto& v : code->versions) g.tier = std::max(g.tier, v.tier);
+        g.versions = code->versions.size();
+        g.calls = gr.calls.load(std::memory_order_relaxed);
+        g.compiled_calls = gr.calls_compiled.load(std::memory_order_relaxed);
+        g.total_ms = static_cast<double>(gr.ns.load(std::memory_order_relaxed)) * 1e-6;
+        if (!gr.kernel) g.note = gr.lower_failure;
+        else if (!tiers.jit_enabled()) g.note = "no optimising tier (KILN_JIT=0 or built without LLVM)";
+        s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
+        s.deopts += gr.deopts.load(std::memory_order_relaxed);
+        s.groups.push_back(std::move(g));
     }
+    const jit::TierCounters& c = tiers.counters();
+    s.compiles = c.compiles.load(std::memory_order_relaxed);
+    s.compile_failures = c.compile_failures.load(std::memory_order_relaxed);
+    s.compile_ms = static_cast<double>(c.compile_us.load(std::memory_order_relaxed)) * 1e-3;
+    s.specializations = c.specializations.load(std::memory_order_relaxed);
+    for (std::size_t b = 1; b < c.bailouts.size(); ++b)
+        if (auto n = c.bailouts[b].load(std::memory_order_relaxed))
+            s.bailouts[std::string(tiers::bailout_name(static_cast<tiers::Bailout>(b)))] = n;
     for (auto& sig : profile.signatures()) s.signatures.push_back({sig.shapes, sig.calls});
     s.dim_histograms = profile.dim_histograms();
     return s;
@@ -86,6 +110,7 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     KILN_USER_CHECK(options.device == "auto" || options.device == "cpu",
                     "KILN_DEVICE='" << options.device << "': this build has no " << options.device
                                     << " backend; expected auto or cpu");
+    tier2 = jit::make_tier2(options);
     support::log().debug("engine created: {}", options.to_string());
 }
 EngineImpl::~EngineImpl() = default;
@@ -165,7 +190,7 @@ Engine::~Engine() = default;
 
 Function Engine::load(const Graph& graph) {
     KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
-    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired);
+    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired, impl_->tier2);
     if (impl_->options.dumps("graph")) {
         namespace fs = std::filesystem;
         std::error_code ec;

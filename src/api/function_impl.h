@@ -3,6 +3,7 @@
 #include <kiln/engine.h>
 
 #include "jit/executor.h"
+#include "jit/tier_manager.h"
 #include "profiling/profile.h"
 
 #include <tbb/global_control.h>
@@ -24,7 +25,8 @@ struct RetiredTotals {
 
 class FunctionImpl {
 public:
-    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<RetiredTotals> retired);
+    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<RetiredTotals> retired,
+                 std::shared_ptr<tiers::Tier> tier2);
     ~FunctionImpl();
     FunctionImpl(const FunctionImpl&) = delete;
     FunctionImpl& operator=(const FunctionImpl&) = delete;
@@ -42,6 +44,7 @@ public:
     jit::ShapePlanCache shape_plans;
     std::string what;  // "call of 'name'", for messages
     Options options;
+    jit::TierManager tiers;
 
     std::atomic<std::uint64_t> calls{0};
     std::array<std::atomic<std::uint64_t>, 3> calls_by_tier{};
@@ -58,6 +61,7 @@ public:
     mutable std::mutex mu;
     std::vector<std::weak_ptr<FunctionImpl>> functions;
     std::shared_ptr<RetiredTotals> retired = std::make_shared<RetiredTotals>();
+    std::shared_ptr<tiers::Tier> tier2;  // the optimising tier, when built and enabled
 };
 
 }  // namespace kiln::detail

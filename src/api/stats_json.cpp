@@ -48,9 +48,17 @@ std::string FunctionStats::to_json() const {
        << ",\"compile_ms\":" << num(compile_ms) << ",\"guard_failures\":" << guard_failures << ",\"deopts\":" << deopts
        << ",\"specializations\":" << specializations << ",\"groups\":[";
     for (std::size_t i = 0; i < groups.size(); ++i)
-        os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"tier\":" << groups[i].tier
-           << ",\"calls\":" << groups[i].calls << ",\"total_ms\":" << num(groups[i].total_ms) << "}";
-    os << "],\"signatures\":[";
+        os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"kind\":" << quote(groups[i].kind)
+           << ",\"tier\":" << groups[i].tier << ",\"calls\":" << groups[i].calls
+           << ",\"compiled_calls\":" << groups[i].compiled_calls << ",\"versions\":" << groups[i].versions
+           << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"note\":" << quote(groups[i].note) << "}";
+    os << "],\"bailouts\":{";
+    bool first_b = true;
+    for (const auto& [reason, n] : bailouts) {
+        os << (first_b ? "" : ",") << quote(reason) << ":" << n;
+        first_b = false;
+    }
+    os << "},\"signatures\":[";
     for (std::size_t i = 0; i < signatures.size(); ++i) {
         os << (i ? "," : "") << "{\"shapes\":[";
         for (std::size_t j = 0; j < signatures[i].shapes.size(); ++j) os << (j ? "," : "") << array(signatures[i].shapes[j]);

@@ -1,0 +1,63 @@
+#pragma once
+// The engine's state for one fusion group of one function: its kernel IR (lowered once at
+// load), the compiled versions published so far (an immutable CodeSet swapped atomically,
+// so a running call keeps the versions it loaded alive), and the counters the tier-up
+// policy (jit/policy.h) reads.
+#include "jit/guard.h"
+#include "src/kir/kir.h"
+#include "src/passes/fuse.h"
+#include "tiers/tier.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::jit {
+
+struct CompiledVersion {
+    kir::Specialization spec;
+    Guard guard;
+    std::shared_ptr<const tiers::CompiledKernel> code;
+    int tier = 2;
+    bool generic = false;  // leaves some params as run-time arguments
+};
+
+struct CodeSet {
+    std::vector<CompiledVersion> versions;  // specialisations first, generic versions last
+};
+
+class GroupRuntime {
+public:
+    GroupRuntime(const ir::Graph& g, passes::Group group);
+
+    const passes::Group group;
+    std::optional<kir::Kernel> kernel;  // nullopt: not lowerable (see lower_failure)
+    std::string lower_failure;
+
+    std::shared_ptr<const CodeSet> code() const { return code_.load(std::memory_order_acquire); }
+    void publish(std::shared_ptr<const CodeSet> c) { code_.store(std::move(c), std::memory_order_release); }
+
+    // Counters (relaxed: statistics, not synchronisation).
+    std::atomic<std::uint64_t> calls{0};
+    std::atomic<std::uint64_t> calls_compiled{0};
+    std::atomic<std::uint64_t> ns{0};
+    std::atomic<std::uint64_t> guard_failures{0};
+    std::atomic<std::uint64_t> deopts{0};
+
+    // Tier-up bookkeeping, under `mu`.
+    std::mutex mu;
+    std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;  // param values -> calls (bounded)
+    int failures = 0;          // compile failures of this group
+    bool blacklisted = false;  // too many failures: never tried again
+    bool compiling = false;    // a compile is in flight (identical requests are not repeated)
+    int generic_compiles = 0;
+
+private:
+    std::atomic<std::shared_ptr<const CodeSet>> code_{std::make_shared<const CodeSet>()};
+};
+
+}  // namespace kiln::jit

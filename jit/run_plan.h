@@ -1,0 +1,14 @@
+#pragma once
+// Runs one call as a plan of fusion groups, each at the best tier it has: a compiled
+// version whose guard passes, else the interpreter (a guard failure and a deopt are counted
+// when compiled versions existed but none fit). Frees every intermediate after its last use.
+#include "jit/executor.h"
+#include "jit/tier_manager.h"
+
+namespace kiln::jit {
+
+// `max_tier` receives the highest tier any group ran on.
+std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
+                               profiling::FunctionProfile* profile, int* max_tier);
+
+}  // namespace kiln::jit

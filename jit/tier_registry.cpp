@@ -1,0 +1,22 @@
+#include "jit/tier_registry.h"
+
+#if defined(KILN_HAVE_LLVM)
+#include "tiers/llvm/llvm_tier.h"
+#endif
+
+namespace kiln::jit {
+
+std::shared_ptr<tiers::Tier> make_tier2(const Options& options) {
+    if (!options.jit) return nullptr;
+#if defined(KILN_HAVE_LLVM)
+    tiers::LlvmTierOptions lo;
+    lo.dump_llvm = options.dumps("llvm");
+    lo.dump_asm = options.dumps("asm");
+    lo.dump_dir = options.dump_dir;
+    return tiers::make_llvm_tier(lo);
+#else
+    return nullptr;
+#endif
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,362 @@
+// Lowering of fusion groups into KIR (see lower.h): the shared machinery (buffers, params,
+// index arithmetic, node -> expression) and the elementwise form. Row reductions are in
+// lower_row.cpp.
+#include "src/kir/lower.h"
+
+#include "src/core/element.h"
+#include "src/kir/lower_ctx.h"
+#include "src/support/check.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::kir {
+namespace detail {
+
+using ir::ValueId;
+
+bool const_value(const ExprRef& e, std::int64_t* v) {
+    if (e->kind != ExprKind::Const || e->type != Type::index) return false;
+    *v = e->i;
+    return true;
+}
+
+ExprRef int_const(Type t, std::int64_t v) {
+    auto e = std::make_shared<Expr>();
+    e->kind = ExprKind::Const;
+    e->type = t;
+    e->i = v;
+    return e;
+}
+
+namespace {
+bool is(const ExprRef& e, std::int64_t want) {
+    std::int64_t v = 0;
+    return const_value(e, &v) && v == want;
+}
+std::int64_t wrap_mul(std::int64_t a, std::int64_t b) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+}
+std::int64_t wrap_add(std::int64_t a, std::int64_t b) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+}  // namespace
+
+ExprRef iadd(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y)) return index_const(wrap_add(x, y));
+    if (is(a, 0)) return b;
+    if (is(b, 0)) return a;
+    return binary(BinaryOp::add, a, b);
+}
+ExprRef imul(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y)) return index_const(wrap_mul(x, y));
+    if (is(a, 0) || is(b, 0)) return index_const(0);
+    if (is(a, 1)) return b;
+    if (is(b, 1)) return a;
+    return binary(BinaryOp::mul, a, b);
+}
+ExprRef idiv(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y) && y > 0) return index_const(x / y);
+    if (is(b, 1) || is(a, 0)) return a;
+    return binary(BinaryOp::div, a, b);
+}
+ExprRef irem(const ExprRef& a, const ExprRef& b) {
+    if (is(b, 1)) return index_const(0);
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y) && y > 0) return index_const(x % y);
+    return binary(BinaryOp::sub, a, imul(idiv(a, b), b));
+}
+
+Lowering::Lowering(const ir::Graph& graph, const passes::Group& grp) : g(graph), group(grp) {
+    k.name = group.name;
+    for (std::size_t i = 0; i < group.inputs.size(); ++i) {
+        input_buf_[group.inputs[i]] = static_cast<int>(i);
+        k.buffers.push_back({"in" + std::to_string(i), node(group.inputs[i]).type.dtype, false});
+    }
+    for (std::size_t i = 0; i < group.outputs.size(); ++i) {
+        output_buf_[group.outputs[i]] = static_cast<int>(k.buffers.size());
+        k.buffers.push_back({"out" + std::to_string(i), node(group.outputs[i]).type.dtype, true});
+        ++uses_[group.outputs[i]];
+    }
+    for (ValueId v : group.nodes)
+        for (ValueId in : node(v).inputs) ++uses_[in];
+}
+
+bool Lowering::in_group(ValueId v) const {
+    return std::binary_search(group.nodes.begin(), group.nodes.end(), v);
+}
+
+int Lowering::output_buffer(ValueId v) const {
+    auto it = output_buf_.find(v);
+    return it == output_buf_.end() ? -1 : it->second;
+}
+
+int Lowering::new_temp(Type t) {
+    k.temps.push_back(t);
+    return static_cast<int>(k.temps.size()) - 1;
+}
+
+ExprRef Lowering::param_for(const Dim& d) {
+    for (const auto& [dim, id] : dim_params_)
+        if (dim == d) return param(id);
+    auto search = [&](const std::vector<ValueId>& values, const char* prefix, int first) -> ExprRef {
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const auto& dims = node(values[i]).type.dims;
+            for (std::size_t j = 0; j < dims.size(); ++j) {
+                if (!(dims[j] == d)) continue;
+                const int id = static_cast<int>(k.params.size());
+                k.params.push_back(prefix + std::to_string(i) + ".d" + std::to_string(j));
+                k.param_sources.push_back({first + static_cast<int>(i), static_cast<int>(j)});
+                dim_params_.emplace_back(d, id);
+                return param(id);
+            }
+        }
+        return nullptr;
+    };
+    if (ExprRef p = search(group.inputs, "in", 0)) return p;
+    return search(group.outputs, "out", static_cast<int>(group.inputs.size()));
+}
+
+ExprRef Lowering::dim_of(ValueId v, std::size_t axis) {
+    const Dim& d = node(v).type.dims[axis];
+    if (d.is_static()) return index_const(d.value());
+    if (ExprRef p = param_for(d)) return p;
+    if (!in_group(v)) return nullptr;
+    // A fresh symbol of a group node: the broadcast of its operands' dims.
+    const std::size_t rank = node(v).type.dims.size();
+    ExprRef r;
+    for (ValueId in : node(v).inputs) {
+        const std::size_t rin = node(in).type.dims.size();
+        if (axis + rin < rank) continue;
+        ExprRef de = dim_of(in, axis + rin - rank);
+        if (!de) return nullptr;
+        if (is(de, 1)) continue;
+        r = r ? select(binary(BinaryOp::eq, r, index_const(1)), de, r) : de;
+    }
+    return r ? r : index_const(1);
+}
+
+ExprRef Lowering::product(ValueId v, std::size_t begin, std::size_t end) {
+    ExprRef p = index_const(1);
+    for (std::size_t d = begin; d < end; ++d) {
+        ExprRef e = dim_of(v, d);
+        if (!e) throw Unsupported{"dim " + std::to_string(d) + " of %" + std::to_string(v) + " is not known from any buffer"};
+        p = imul(p, e);
+    }
+    return p;
+}
+
+Space Lowering::make_space(ValueId shape_of, const std::vector<std::size_t>& seg_starts,
+                           const std::vector<ExprRef>& seg_index) {
+    Space s;
+    s.dims = node(shape_of).type.dims;
+    s.seg_index = seg_index;
+    for (std::size_t d = 0; d < s.dims.size(); ++d) {
+        int seg = 0;
+        for (std::size_t i = 0; i < seg_starts.size(); ++i)
+            if (seg_starts[i] <= d) seg = static_cast<int>(i);
+        s.segment.push_back(seg);
+        s.extents.push_back(product(shape_of, d, d + 1));
+    }
+    return s;
+}
+
+ExprRef Lowering::offset(ValueId v, const Space& space) {
+    const auto& vd = node(v).type.dims;
+    const std::size_t rv = vd.size(), n = space.dims.size();
+    if (rv > n) throw Unsupported{"%" + std::to_string(v) + " has a higher rank than its iteration space"};
+    const std::size_t shift = n - rv;
+    auto stride = [&](std::size_t e) { return product(v, e + 1, rv); };
+    ExprRef off = index_const(0);
+    std::size_t a = 0;
+    while (a < n) {
+        std::size_t b = a;
+        while (b < n && space.segment[b] == space.segment[a]) ++b;
+        const ExprRef& lin = space.seg_index[static_cast<std::size_t>(space.segment[a])];
+        bool full = a >= shift;
+        for (std::size_t d = a; d < b && full; ++d) full = vd[d - shift] == space.dims[d];
+        if (full) {
+            off = iadd(off, imul(lin, stride(b - 1 - shift)));
+        } else {
+            for (std::size_t d = std::max(a, shift); d < b; ++d) {
+                const Dim& ud = vd[d - shift];
+                if (ud.is_static() && ud.value() == 1) continue;
+                ExprRef p = index_const(1);
+                for (std::size_t e = d + 1; e < b; ++e) p = imul(p, space.extents[e]);
+                ExprRef idx = idiv(lin, p);
+                if (d != a) idx = irem(idx, space.extents[d]);
+                ExprRef st = stride(d - shift);
+                if (!(ud == space.dims[d]) && !ud.is_static())
+                    st = select(binary(BinaryOp::eq, dim_of(v, d - shift), index_const(1)), index_const(0), st);
+                off = iadd(off, imul(idx, st));
+            }
+        }
+        a = b;
+    }
+    return off;
+}
+
+namespace {
+
+// lo/hi of clamp as the interpreter uses them: converted to the dtype (saturating), then
+// to its compute type.
+ExprRef clamp_bound(DType dt, double v) {
+    const Type ct = compute_type(dt);
+    return core::dispatch(dt, [&](auto tag) -> ExprRef {
+        using T = decltype(tag);
+        const T c = core::convert<T>(v);
+        if constexpr (std::is_floating_point_v<core::compute_t<T>>)
+            return constant(ct, static_cast<double>(static_cast<core::compute_t<T>>(c)));
+        else
+            return int_const(ct, static_cast<std::int64_t>(c));
+    });
+}
+
+}  // namespace
+
+ExprRef Lowering::node_expr(const ir::Node& nd, const std::vector<ExprRef>& a) {
+    using ir::Op;
+    auto un = [&](UnaryOp op) { return unary(op, a[0]); };
+    auto bin = [&](BinaryOp op) { return binary(op, a[0], a[1]); };
+    switch (nd.op) {
+    case Op::neg: return un(UnaryOp::neg);
+    case Op::abs: return un(UnaryOp::abs);
+    case Op::exp: return un(UnaryOp::exp);
+    case Op::log: return un(UnaryOp::log);
+    case Op::sqrt: return un(UnaryOp::sqrt);
+    case Op::rsqrt: return un(UnaryOp::rsqrt);
+    case Op::reciprocal: return un(UnaryOp::reciprocal);
+    case Op::sin: return un(UnaryOp::sin);
+    case Op::cos: return un(UnaryOp::cos);
+    case Op::tanh: return un(UnaryOp::tanh);
+    case Op::sigmoid: return un(UnaryOp::sigmoid);
+    case Op::relu: return un(UnaryOp::relu);
+    case Op::gelu: return un(nd.attrs.i("approx") == 0 ? UnaryOp::gelu_erf : UnaryOp::gelu_tanh);
+    case Op::silu: return un(UnaryOp::silu);
+    case Op::erf: return un(UnaryOp::erf);
+    case Op::floor: return un(UnaryOp::floor);
+    case Op::ceil: return un(UnaryOp::ceil);
+    case Op::round: return un(UnaryOp::round);
+    case Op::sign: return un(UnaryOp::sign);
+    case Op::logical_not: return un(UnaryOp::logical_not);
+    case Op::cast: return cast(compute_type(nd.attrs.dtype("dtype")), a[0]);
+    case Op::clamp: {
+        // x < lo ? lo : (x > hi ? hi : x): NaN stays NaN.
+        ExprRef lo = clamp_bound(nd.type.dtype, nd.attrs.f("lo")), hi = clamp_bound(nd.type.dtype, nd.attrs.f("hi"));
+        return select(binary(BinaryOp::lt, a[0], lo), lo, select(binary(BinaryOp::gt, a[0], hi), hi, a[0]));
+    }
+    case Op::add: return bin(BinaryOp::add);
+    case Op::sub: return bin(BinaryOp::sub);
+    case Op::mul: return bin(BinaryOp::mul);
+    case Op::div: return bin(BinaryOp::div);
+    case Op::pow: return bin(BinaryOp::pow);
+    case Op::maximum: return bin(BinaryOp::max);
+    case Op::minimum: return bin(BinaryOp::min);
+    case Op::eq: return bin(BinaryOp::eq);
+    case Op::ne: return bin(BinaryOp::ne);
+    case Op::lt: return bin(BinaryOp::lt);
+    case Op::le: return bin(BinaryOp::le);
+    case Op::gt: return bin(BinaryOp::gt);
+    case Op::ge: return bin(BinaryOp::ge);
+    case Op::where: return select(a[0], a[1], a[2]);
+    default: break;
+    }
+    throw Unsupported{std::string(ir::op_name(nd.op)) + " is not an elementwise op"};
+}
+
+ExprRef Lowering::value(ValueId v, Phase& ph) {
+    if (auto it = ph.memo.find(v); it != ph.memo.end()) return it->second;
+    ExprRef e;
+    if (auto sp = special.find(v); sp != special.end()) {
+        e = sp->second;
+    } else if (!in_group(v)) {
+        auto it = input_buf_.find(v);
+        KILN_CHECK(it != input_buf_.end(), "kir::lower: %" << v << " is neither in group " << group.name << " nor an input");
+        e = load(it->second, compute_type(node(v).type.dtype), offset(v, *ph.space));
+    } else {
+        std::vector<ExprRef> args;
+        for (ValueId in : node(v).inputs) args.push_back(value(in, ph));
+        e = node_expr(node(v), args);
+        if (uses_[v] > 1 && e->kind != ExprKind::Const) {
+            const int t = new_temp(e->type);
+            ph.out->push_back(assign(t, e));
+            e = temp(t, e->type);
+        }
+    }
+    ph.memo[v] = e;
+    return e;
+}
+
+void Lowering::store_outputs(const std::vector<ValueId>& values, Phase& ph) {
+    for (ValueId v : values) {
+        const int b = output_buffer(v);
+        if (b < 0) continue;
+        ExprRef val = value(v, ph);
+        ph.out->push_back(store(b, offset(v, *ph.space), cast(compute_type(node(v).type.dtype), val)));
+    }
+}
+
+void lower_elementwise(Lowering& L) {
+    const auto& outs = L.group.outputs;
+    if (outs.empty()) throw Unsupported{"the group has no outputs"};
+    const ValueId ref = outs.front();
+    const auto& S = L.node(ref).type.dims;
+    for (ValueId o : outs)
+        if (L.node(o).type.dims != S) throw Unsupported{"the group's outputs have different shapes"};
+    const std::size_t n = S.size();
+    bool flat = n <= 1;
+    if (!flat) {
+        flat = true;
+        for (ValueId in : L.group.inputs) {
+            const auto& d = L.node(in).type.dims;
+            const bool one = std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.is_static() && x.value() == 1; });
+            flat = flat && (d == S || one);
+        }
+    }
+    if (flat) {
+        Space sp = L.make_space(ref, {0}, {outer()});
+        L.k.extent = L.product(ref, 0, n);
+        Phase ph{&sp, &L.k.body, {}};
+        L.store_outputs(outs, ph);
+        return;
+    }
+    const int j = L.new_var();
+    Space sp = L.make_space(ref, {0, n - 1}, {outer(), var(j)});
+    L.k.extent = L.product(ref, 0, n - 1);
+    std::vector<StmtRef> inner;
+    Phase ph{&sp, &inner, {}};
+    L.store_outputs(outs, ph);
+    L.k.body.push_back(loop(j, index_const(0), L.product(ref, n - 1, n), std::move(inner)));
+}
+
+}  // namespace detail
+
+std::optional<Kernel> lower(const ir::Graph& g, const passes::Group& group, std::string* why) {
+    auto fail = [&](std::string m) -> std::optional<Kernel> {
+        if (why) *why = std::move(m);
+        return std::nullopt;
+    };
+    switch (group.kind) {
+    case passes::GroupKind::matmul: return fail("matmul groups are not lowered yet");
+    case passes::GroupKind::conv: return fail("conv groups are not lowered yet");
+    case passes::GroupKind::opaque:
+        return fail("opaque groups (" + std::string(ir::op_name(g.nodes[static_cast<std::size_t>(group.nodes.front())].op)) +
+                    ") are not lowered");
+    case passes::GroupKind::elementwise:
+    case passes::GroupKind::row_reduction: break;
+    }
+    try {
+        detail::Lowering L(g, group);
+        if (group.kind == passes::GroupKind::elementwise) detail::lower_elementwise(L);
+        else detail::lower_row(L);
+        verify(L.k);
+        return std::move(L.k);
+    } catch (const detail::Unsupported& u) {
+        return fail(u.why);
+    }
+}
+
+}  // namespace kiln::kir

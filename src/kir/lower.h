@@ -1,0 +1,46 @@
+#pragma once
+// Lowering of a fusion group (passes::Group) into one KIR kernel.
+//
+// Requires: `group` comes from passes::partition(g) (so its invariants hold, see fuse.h).
+// Ensures: for elementwise and row_reduction groups, a kernel that kir::verify accepts and
+// that, run over [0, eval_index(extent, params)), writes every group output exactly as the
+// interpreter would compute it (within dtype tolerance: fused f16/bf16 intermediates stay
+// in f32 instead of being rounded to 16 bits between ops), for every run-time shape the
+// graph admits. For other groups, or a group it cannot express, nullopt and a reason in
+// `*why` (when `why` is not null).
+//
+// Kernel layout:
+// - buffers: the group's inputs (in order, named in0, in1, ...), then its outputs (out0,
+//   ...); dense row-major, of the values' dtypes;
+// - params: one per distinct symbolic dim the kernel needs (named "in0.d1", "out0.d0"),
+//   with the buffer and dim it is read from; static dims of the graph are constants;
+// - elementwise: every output has the group's shape S. When every input has shape S (or
+//   holds one element) or S has rank <= 1, the outer index is the flat element index
+//   (extent numel(S)); else the outer index is a row of S (extent: the product of all but
+//   the last dim) and an inner loop runs over the last dim. Broadcast inputs are indexed
+//   through index arithmetic; a symbolic input dim that may be 1 at run time contributes
+//   select(p == 1, 0, stride), so one kernel serves every shape;
+// - row_reduction: the outer index is a row (extent: the product of the kept dims). Loops
+//   over the row compute the statistics into temporaries (softmax: max, then sum of exp;
+//   layer_norm: mean, then variance; rms_norm: mean of squares; sum/mean: a sum; max/min:
+//   the extreme), recomputing the fused producers from the group inputs in every pass;
+//   the write (a loop over the row, or one store per row for sum/mean/max/min) applies the
+//   fused consumers. Statistics are computed like the interpreter: in f64 for softmax,
+//   log_softmax, layer_norm, rms_norm, and for floating sum/mean; integer sums wrap in i64;
+//   max/min in the compute type.
+// Not checked by the kernel (the caller guards, as the interpreter raises errors there):
+// gamma/beta sizes equal to the normalised dim; max/min over a zero-length row (the kernel
+// then writes -inf/+inf or the integer type's limit where the interpreter throws).
+// Tests: tests/test_kir.cpp.
+#include "src/ir/ir.h"
+#include "src/kir/kir.h"
+#include "src/passes/fuse.h"
+
+#include <optional>
+#include <string>
+
+namespace kiln::kir {
+
+std::optional<Kernel> lower(const ir::Graph& g, const passes::Group& group, std::string* why);
+
+}  // namespace kiln::kir

@@ -1,0 +1,87 @@
+#pragma once
+// Private to the lowering (lower.cpp, lower_row.cpp): the state of one group's lowering,
+// index arithmetic with constant folding, and the translation of graph nodes into KIR
+// expressions.
+#include "src/ir/ir.h"
+#include "src/kir/kir.h"
+#include "src/passes/fuse.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::kir::detail {
+
+// Thrown inside the lowering for a group it cannot express; lower() turns it into nullopt.
+struct Unsupported {
+    std::string why;
+};
+
+// Index arithmetic that folds constants and the identities x+0, x*1, x*0, x/1.
+ExprRef iadd(const ExprRef& a, const ExprRef& b);
+ExprRef imul(const ExprRef& a, const ExprRef& b);
+ExprRef idiv(const ExprRef& a, const ExprRef& b);
+ExprRef irem(const ExprRef& a, const ExprRef& b);  // a - (a / b) * b
+bool const_value(const ExprRef& e, std::int64_t* v);
+// An integer constant of an integer or boolean type, exact for every int64 value.
+ExprRef int_const(Type t, std::int64_t v);
+
+// An iteration space: a shape whose dims are split into consecutive segments, each with
+// a linear index expression (the outer index, or a loop variable).
+struct Space {
+    std::vector<Dim> dims;
+    std::vector<ExprRef> extents;    // per dim
+    std::vector<int> segment;        // per dim
+    std::vector<ExprRef> seg_index;  // per segment
+};
+
+// One place where values are computed (one pass over a row, or the write): its space,
+// the statements it emits (temporaries), and the values computed so far.
+struct Phase {
+    const Space* space = nullptr;
+    std::vector<StmtRef>* out = nullptr;
+    std::map<ir::ValueId, ExprRef> memo;
+};
+
+class Lowering {
+public:
+    Lowering(const ir::Graph& g, const passes::Group& group);
+
+    const ir::Graph& g;
+    const passes::Group& group;
+    Kernel k;
+
+    const ir::Node& node(ir::ValueId v) const { return g.nodes[static_cast<std::size_t>(v)]; }
+    bool in_group(ir::ValueId v) const;
+    int output_buffer(ir::ValueId v) const;  // -1 if v is not a group output
+
+    // The run-time value of dim `axis` of value v: a constant, a param, or (for a fresh
+    // symbol of a group node) the broadcast of its operands' dims. Null if unknown.
+    ExprRef dim_of(ir::ValueId v, std::size_t axis);
+    ExprRef product(ir::ValueId v, std::size_t begin, std::size_t end);
+    Space make_space(ir::ValueId shape_of, const std::vector<std::size_t>& seg_starts,
+                     const std::vector<ExprRef>& seg_index);
+
+    // Element offset of `v` (a buffer: a group input or output) broadcast into `space`.
+    ExprRef offset(ir::ValueId v, const Space& space);
+    // The value of v (compute type of its dtype) at the current point of `phase`.
+    ExprRef value(ir::ValueId v, Phase& phase);
+    int new_temp(Type t);
+    int new_var() { return k.num_vars++; }
+    // Stores every group output among `values` (in order) at the current point of `phase`.
+    void store_outputs(const std::vector<ir::ValueId>& values, Phase& phase);
+
+    // Values that `value` does not build from the node (the row op's result in a write).
+    std::map<ir::ValueId, ExprRef> special;
+
+private:
+    std::map<ir::ValueId, int> input_buf_, output_buf_, uses_;
+    std::vector<std::pair<Dim, int>> dim_params_;
+    ExprRef param_for(const Dim& d);
+    ExprRef node_expr(const ir::Node& nd, const std::vector<ExprRef>& a);
+};
+
+void lower_elementwise(Lowering& L);
+void lower_row(Lowering& L);
+
+}  // namespace kiln::kir::detail

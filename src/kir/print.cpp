@@ -1,0 +1,156 @@
+// The text form of a kernel (KILN_DUMP=kir). Example:
+//
+//   kernel g1.add_relu
+//     buffer b0 in0: f32
+//     buffer b1 out0: f32 (output)
+//     param p0 in0.d0 = dim 0 of b0
+//     temp t0: f64
+//     for outer in [0, p0):
+//       for v0 in [0, 784):
+//         b1[outer * 784 + v0] = relu(add(b0[outer * 784 + v0], b2[v0]))
+//
+// Index arithmetic is printed infix; other operations as op(args), loads as bN[index],
+// constants with a type suffix unless f32/index/bool (1.5f64, 3i8).
+#include "src/kir/kir.h"
+
+#include <iomanip>
+#include <sstream>
+
+namespace kiln::kir {
+namespace {
+
+void print_expr(std::ostream& os, const Expr& e);
+
+void print_const(std::ostream& os, const Expr& e) {
+    if (is_float(e.type)) {
+        std::ostringstream s;
+        s << std::setprecision(17) << e.f;
+        os << s.str();
+        if (e.type != Type::f32) os << type_name(e.type);
+        return;
+    }
+    if (e.type == Type::boolean) {
+        os << (e.i ? "true" : "false");
+        return;
+    }
+    os << e.i;
+    if (e.type != Type::index) os << type_name(e.type);
+}
+
+const char* infix(BinaryOp op) {
+    switch (op) {
+    case BinaryOp::add: return " + ";
+    case BinaryOp::sub: return " - ";
+    case BinaryOp::mul: return " * ";
+    case BinaryOp::div: return " / ";
+    case BinaryOp::eq: return " == ";
+    case BinaryOp::ne: return " != ";
+    case BinaryOp::lt: return " < ";
+    case BinaryOp::le: return " <= ";
+    case BinaryOp::gt: return " > ";
+    case BinaryOp::ge: return " >= ";
+    default: return nullptr;
+    }
+}
+
+void print_expr(std::ostream& os, const Expr& e) {
+    switch (e.kind) {
+    case ExprKind::Const: print_const(os, e); return;
+    case ExprKind::Param: os << "p" << e.id; return;
+    case ExprKind::Outer: os << "outer"; return;
+    case ExprKind::Var: os << "v" << e.id; return;
+    case ExprKind::Temp: os << "t" << e.id; return;
+    case ExprKind::Load:
+        os << "b" << e.id << "[";
+        print_expr(os, *e.args[0]);
+        os << "]";
+        return;
+    case ExprKind::Unary:
+        os << op_name(e.uop) << "(";
+        print_expr(os, *e.args[0]);
+        os << ")";
+        return;
+    case ExprKind::Binary:
+        if (e.args[0]->type == Type::index && infix(e.bop) != nullptr) {
+            os << "(";
+            print_expr(os, *e.args[0]);
+            os << infix(e.bop);
+            print_expr(os, *e.args[1]);
+            os << ")";
+        } else {
+            os << op_name(e.bop) << "(";
+            print_expr(os, *e.args[0]);
+            os << ", ";
+            print_expr(os, *e.args[1]);
+            os << ")";
+        }
+        return;
+    case ExprKind::Select:
+        os << "select(";
+        print_expr(os, *e.args[0]);
+        os << ", ";
+        print_expr(os, *e.args[1]);
+        os << ", ";
+        print_expr(os, *e.args[2]);
+        os << ")";
+        return;
+    case ExprKind::Cast:
+        os << type_name(e.type) << "(";
+        print_expr(os, *e.args[0]);
+        os << ")";
+        return;
+    }
+}
+
+void print_stmts(std::ostream& os, const std::vector<StmtRef>& body, int indent) {
+    for (const StmtRef& s : body) {
+        os << std::string(static_cast<std::size_t>(indent), ' ');
+        switch (s->kind) {
+        case StmtKind::Loop:
+            os << "for v" << s->var << " in [";
+            print_expr(os, *s->begin);
+            os << ", ";
+            print_expr(os, *s->end);
+            os << "):\n";
+            print_stmts(os, s->body, indent + 2);
+            break;
+        case StmtKind::Store:
+            os << "b" << s->buffer << "[";
+            print_expr(os, *s->index);
+            os << "] = ";
+            print_expr(os, *s->value);
+            os << "\n";
+            break;
+        case StmtKind::Assign:
+            os << "t" << s->var << " = ";
+            print_expr(os, *s->value);
+            os << "\n";
+            break;
+        }
+    }
+}
+
+}  // namespace
+
+std::string print(const Kernel& k) {
+    std::ostringstream os;
+    os << "kernel " << k.name << "\n";
+    for (std::size_t i = 0; i < k.buffers.size(); ++i)
+        os << "  buffer b" << i << " " << k.buffers[i].name << ": " << k.buffers[i].dtype
+           << (k.buffers[i].output ? " (output)" : "") << "\n";
+    for (std::size_t i = 0; i < k.params.size(); ++i) {
+        os << "  param p" << i << " " << k.params[i];
+        if (i < k.param_sources.size())
+            os << " = dim " << k.param_sources[i].dim << " of b" << k.param_sources[i].buffer;
+        os << "\n";
+    }
+    for (std::size_t i = 0; i < k.temps.size(); ++i) os << "  temp t" << i << ": " << type_name(k.temps[i]) << "\n";
+    os << "  for outer in [0, ";
+    if (k.extent) print_expr(os, *k.extent);
+    else os << "?";
+    os << "):\n";
+    print_stmts(os, k.body, 4);
+    return os.str();
+}
+
+}  // namespace kiln::kir

@@ -1,0 +1,174 @@
+// kir::verify: the invariants every code generator may rely on.
+// - the extent is an index expression of constants and params only;
+// - every id is in range (buffers, params and their sources, temps, loop variables);
+// - types are consistent: loads give the compute type of their buffer's dtype, stores
+//   take it, operands of binary ops and branches of selects agree, conditions are bool,
+//   indices and loop bounds are index, float-only ops get floats, logical ops get bools;
+// - a loop variable is used only inside its loop and not rebound by a nested loop;
+// - a temporary is assigned before it is used, in the same or an enclosing loop body
+//   (an assignment inside a loop is not visible after the loop, which may run 0 times);
+// - stores go to output buffers only. `outer` may be used anywhere in the body.
+#include "src/kir/kir.h"
+
+#include "src/support/check.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace kiln::kir {
+namespace {
+
+bool float_only(UnaryOp op) {
+    return !(op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::relu || op == UnaryOp::sign ||
+             op == UnaryOp::logical_not);
+}
+bool is_comparison(BinaryOp op) {
+    return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
+           op == BinaryOp::gt || op == BinaryOp::ge;
+}
+
+class Verifier {
+public:
+    explicit Verifier(const Kernel& k)
+        : k_(k), bound_(static_cast<std::size_t>(std::max(k.num_vars, 0)), false), assigned_(k.temps.size(), false) {}
+
+    void run() {
+        check(k_.num_vars >= 0, "negative num_vars");
+        check(k_.params.size() == k_.param_sources.size(), "params and param_sources differ in size");
+        for (const ParamSource& s : k_.param_sources)
+            check(s.buffer >= 0 && static_cast<std::size_t>(s.buffer) < k_.buffers.size() && s.dim >= 0,
+                  "a param source names buffer " + std::to_string(s.buffer) + " dim " + std::to_string(s.dim));
+        check(k_.extent != nullptr, "no extent");
+        in_extent_ = true;
+        expr(*k_.extent);
+        in_extent_ = false;
+        check(k_.extent->type == Type::index, "the extent is not an index expression");
+        stmts(k_.body);
+    }
+
+private:
+    const Kernel& k_;
+    std::vector<bool> bound_, assigned_;
+    bool in_extent_ = false;
+
+    void check(bool ok, const std::string& what) const { KILN_CHECK(ok, "kir::verify: kernel " << k_.name << ": " << what); }
+
+    void expr(const Expr& e) {
+        for (const ExprRef& a : e.args) check(a != nullptr, "a null operand");
+        const std::size_t n = e.args.size();
+        auto arity = [&](std::size_t want) { check(n == want, "wrong number of operands"); };
+        auto local = [&](const char* what) { check(!in_extent_, std::string(what) + " in the extent"); };
+        switch (e.kind) {
+        case ExprKind::Const: arity(0); return;
+        case ExprKind::Param:
+            arity(0);
+            check(e.type == Type::index && e.id >= 0 && static_cast<std::size_t>(e.id) < k_.params.size(),
+                  "param p" + std::to_string(e.id) + " out of range");
+            return;
+        case ExprKind::Outer:
+            arity(0);
+            local("outer");
+            check(e.type == Type::index, "outer is not index");
+            return;
+        case ExprKind::Var:
+            arity(0);
+            local("a loop variable");
+            check(e.type == Type::index && e.id >= 0 && e.id < k_.num_vars, "variable v" + std::to_string(e.id) + " out of range");
+            check(bound_[static_cast<std::size_t>(e.id)], "v" + std::to_string(e.id) + " used outside its loop");
+            return;
+        case ExprKind::Temp:
+            arity(0);
+            local("a temporary");
+            check(e.id >= 0 && static_cast<std::size_t>(e.id) < k_.temps.size(), "temp t" + std::to_string(e.id) + " out of range");
+            check(e.type == k_.temps[static_cast<std::size_t>(e.id)], "temp t" + std::to_string(e.id) + " used with another type");
+            check(assigned_[static_cast<std::size_t>(e.id)], "t" + std::to_string(e.id) + " used before it is assigned");
+            return;
+        case ExprKind::Load: {
+            arity(1);
+            local("a load");
+            check(e.id >= 0 && static_cast<std::size_t>(e.id) < k_.buffers.size(), "load of buffer b" + std::to_string(e.id) + " out of range");
+            check(e.type == compute_type(k_.buffers[static_cast<std::size_t>(e.id)].dtype), "load of b" + std::to_string(e.id) + " has the wrong type");
+            check(e.args[0]->type == Type::index, "a load index is not index");
+            break;
+        }
+        case ExprKind::Unary:
+            arity(1);
+            check(e.type == e.args[0]->type, "unary result type differs from its operand");
+            if (e.uop == UnaryOp::logical_not) check(e.type == Type::boolean, "logical_not of a non-bool");
+            else if (float_only(e.uop)) check(is_float(e.type), std::string(op_name(e.uop)) + " of a non-float");
+            else check(e.type != Type::boolean, std::string(op_name(e.uop)) + " of a bool");
+            break;
+        case ExprKind::Binary: {
+            arity(2);
+            const Type t = e.args[0]->type;
+            check(t == e.args[1]->type, std::string(op_name(e.bop)) + ": operand types differ");
+            if (is_comparison(e.bop)) {
+                check(e.type == Type::boolean, "a comparison does not give bool");
+            } else {
+                check(e.type == t, std::string(op_name(e.bop)) + ": result type differs from its operands");
+                if (e.bop == BinaryOp::logical_and || e.bop == BinaryOp::logical_or) check(t == Type::boolean, "logical op of non-bools");
+                else if (e.bop == BinaryOp::pow) check(is_float(t), "pow of non-floats");
+                else check(t != Type::boolean, std::string(op_name(e.bop)) + " of bools");
+            }
+            break;
+        }
+        case ExprKind::Select:
+            arity(3);
+            check(e.args[0]->type == Type::boolean, "a select condition is not bool");
+            check(e.args[1]->type == e.type && e.args[2]->type == e.type, "select branches differ in type");
+            break;
+        case ExprKind::Cast: arity(1); break;
+        }
+        for (const ExprRef& a : e.args) expr(*a);
+    }
+
+    void stmts(const std::vector<StmtRef>& body) {
+        for (const StmtRef& s : body) {
+            check(s != nullptr, "a null statement");
+            switch (s->kind) {
+            case StmtKind::Loop: {
+                check(s->var >= 0 && s->var < k_.num_vars, "loop variable v" + std::to_string(s->var) + " out of range");
+                const auto v = static_cast<std::size_t>(s->var);
+                check(!bound_[v], "v" + std::to_string(s->var) + " rebound by a nested loop");
+                check(s->begin && s->end, "a loop without bounds");
+                expr(*s->begin);
+                expr(*s->end);
+                check(s->begin->type == Type::index && s->end->type == Type::index, "loop bounds are not index");
+                const std::vector<bool> saved = assigned_;
+                bound_[v] = true;
+                stmts(s->body);
+                bound_[v] = false;
+                assigned_ = saved;
+                break;
+            }
+            case StmtKind::Store: {
+                check(s->buffer >= 0 && static_cast<std::size_t>(s->buffer) < k_.buffers.size(), "store to a buffer out of range");
+                const Buffer& b = k_.buffers[static_cast<std::size_t>(s->buffer)];
+                check(b.output, "store to input buffer b" + std::to_string(s->buffer));
+                check(s->index && s->value, "a store without index or value");
+                expr(*s->index);
+                expr(*s->value);
+                check(s->index->type == Type::index, "a store index is not index");
+                check(s->value->type == compute_type(b.dtype), "store of a " + std::string(type_name(s->value->type)) +
+                                                                    " value into b" + std::to_string(s->buffer));
+                break;
+            }
+            case StmtKind::Assign: {
+                check(s->var >= 0 && static_cast<std::size_t>(s->var) < k_.temps.size(), "assign to a temp out of range");
+                check(s->value != nullptr, "an assign without value");
+                expr(*s->value);
+                check(s->value->type == k_.temps[static_cast<std::size_t>(s->var)], "assign of another type to t" + std::to_string(s->var));
+                assigned_[static_cast<std::size_t>(s->var)] = true;
+                break;
+            }
+            }
+        }
+    }
+};
+
+}  // namespace
+
+void verify(const Kernel& k) { Verifier(k).run(); }
+
+}  // namespace kiln::kir

@@ -1,0 +1,58 @@
+#pragma once
+// Fusion partitioning: splits a graph into groups, the units that tier up on their own.
+//
+// Requires: a verified graph (nodes in topological order, types inferred, axes normalised).
+// Ensures:
+// - every node that a graph output depends on, other than inputs and constants, is in
+//   exactly one group; nodes no output needs are in none (group_of -1), and so are input
+//   and constant nodes;
+// - groups are listed in an order that respects dependencies (a group comes after every
+//   group that defines one of its inputs), and the group graph is acyclic;
+// - a group's `nodes` are in topological order, its `inputs` are the values it reads that
+//   are defined outside it (first-use order, no repeats), its `outputs` are the values it
+//   defines that a later group reads or that are graph outputs (node order, no repeats);
+//   a value needed by two groups is an output of the group defining it (materialised);
+// - elementwise groups: every output has the same shape (the group's iteration shape);
+//   a node whose shape differs from it is used only inside the group;
+// - row_reduction groups: exactly one row op (softmax/log_softmax over the last axis,
+//   layer_norm, rms_norm, sum/mean/max/min over trailing axes); elementwise producers of
+//   its first operand that have that operand's shape and are used only inside the group
+//   come before it, elementwise consumers with the row op's output shape after it;
+// - matmul, conv and opaque groups hold one node each. The epilogue of a matmul or conv
+//   (bias add, activation, residual add: its elementwise consumers) is not fused into it
+//   yet; it forms the following elementwise group, which a later version may merge;
+// - the result depends only on the graph (deterministic).
+// Tests: tests/test_fuse.cpp.
+#include "src/ir/ir.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::passes {
+
+enum class GroupKind : std::uint8_t { elementwise, row_reduction, matmul, conv, opaque };
+std::string_view group_kind_name(GroupKind k);
+
+struct Group {
+    GroupKind kind = GroupKind::opaque;
+    std::string name;                  // "g2.softmax", "g0.add_relu"
+    std::vector<ir::ValueId> nodes;    // topological
+    std::vector<ir::ValueId> inputs;   // defined outside: graph inputs, constants, other groups' outputs
+    std::vector<ir::ValueId> outputs;  // used by a later group or listed as graph outputs
+};
+
+struct Partition {
+    std::vector<Group> groups;  // in an order that respects dependencies
+    std::vector<int> group_of;  // per node id: index into groups; -1 for inputs, constants, unneeded nodes
+};
+
+// Is `node` a row op (see above)? Exposed for the lowering and tests.
+bool is_row_op(const ir::Node& node);
+
+Partition partition(const ir::Graph& g);
+
+// A readable summary, one line per group (KILN_DUMP=groups).
+std::string to_string(const Partition& p, const ir::Graph& g);
+
+}  // namespace kiln::passes

@@ -1,0 +1,267 @@
+// The fusion partitioning pass (src/passes/fuse.h) on hand-traced graphs: an MLP, softmax of
+// layer_norm, shared values, cycles through a matmul, ops that stay opaque, and a transformer
+// block; plus the invariants every partition must satisfy.
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "src/ir/ir.h"
+#include "src/passes/fuse.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::DType;
+using kiln::Var;
+using kiln::passes::GroupKind;
+using kiln::passes::Partition;
+
+const kiln::ir::Graph& ir_of(const kiln::Graph& g) { return *g.impl(); }
+
+// The invariants of fuse.h, checked on any graph.
+void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
+    INFO(kiln::passes::to_string(p, g));
+    const std::size_t n = g.nodes.size();
+    REQUIRE(p.group_of.size() == n);
+    std::vector<bool> needed(n, false);
+    for (auto o : g.outputs) needed[static_cast<std::size_t>(o)] = true;
+    for (std::size_t i = n; i-- > 0;)
+        if (needed[i])
+            for (auto in : g.nodes[i].inputs) needed[static_cast<std::size_t>(in)] = true;
+    std::vector<int> seen(n, 0);
+    for (std::size_t gi = 0; gi < p.groups.size(); ++gi) {
+        const auto& gr = p.groups[gi];
+        CHECK(!gr.nodes.empty());
+        CHECK(std::is_sorted(gr.nodes.begin(), gr.nodes.end()));
+        CHECK(gr.name.rfind("g" + std::to_string(gi) + ".", 0) == 0);
+        for (auto v : gr.nodes) {
+            ++seen[static_cast<std::size_t>(v)];
+            CHECK(p.group_of[static_cast<std::size_t>(v)] == static_cast<int>(gi));
+        }
+        // Inputs: defined outside, by an earlier group or a source; no repeats.
+        for (std::size_t i = 0; i < gr.inputs.size(); ++i) {
+            const auto v = gr.inputs[i];
+            const int def = p.group_of[static_cast<std::size_t>(v)];
+            CHECK(def != static_cast<int>(gi));
+            CHECK(def < static_cast<int>(gi));
+            if (def >= 0) {
+                const auto& outs = p.groups[static_cast<std::size_t>(def)].outputs;
+                CHECK_MESSAGE(std::find(outs.begin(), outs.end(), v) != outs.end(), "%", v, " is read by ", gr.name,
+                              " but not materialised");
+            }
+            CHECK(std::count(gr.inputs.begin(), gr.inputs.end(), v) == 1);
+        }
+        for (auto v : gr.nodes)
+            for (auto in : g.nodes[static_cast<std::size_t>(v)].inputs)
+                if (p.group_of[static_cast<std::size_t>(in)] != static_cast<int>(gi))
+                    CHECK(std::find(gr.inputs.begin(), gr.inputs.end(), in) != gr.inputs.end());
+        if (gr.kind == GroupKind::matmul || gr.kind == GroupKind::conv || gr.kind == GroupKind::opaque)
+            CHECK(gr.nodes.size() == 1);
+        if (gr.kind == GroupKind::row_reduction)
+            CHECK(std::count_if(gr.nodes.begin(), gr.nodes.end(), [&](auto v) {
+                      return kiln::passes::is_row_op(g.nodes[static_cast<std::size_t>(v)]);
+                  }) == 1);
+        if (gr.kind == GroupKind::elementwise)
+            for (auto o : gr.outputs)
+                CHECK(g.nodes[static_cast<std::size_t>(o)].type.dims ==
+                      g.nodes[static_cast<std::size_t>(gr.outputs.front())].type.dims);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        const bool source = kiln::ir::op_kind(g.nodes[i].op) == kiln::ir::OpKind::Source;
+        CHECK(seen[i] == (needed[i] && !source ? 1 : 0));
+        if (!needed[i] || source) CHECK(p.group_of[i] == -1);
+    }
+    for (auto o : g.outputs) {
+        const int def = p.group_of[static_cast<std::size_t>(o)];
+        if (def >= 0) {
+            const auto& outs = p.groups[static_cast<std::size_t>(def)].outputs;
+            CHECK(std::find(outs.begin(), outs.end(), o) != outs.end());
+        }
+    }
+}
+
+std::vector<GroupKind> kinds(const Partition& p) {
+    std::vector<GroupKind> k;
+    for (const auto& g : p.groups) k.push_back(g.kind);
+    return k;
+}
+
+std::vector<std::string> op_names(const kiln::ir::Graph& g, const kiln::passes::Group& gr) {
+    std::vector<std::string> v;
+    for (auto id : gr.nodes) v.emplace_back(kiln::ir::op_name(g.nodes[static_cast<std::size_t>(id)].op));
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("fuse: an MLP gives matmul groups, a bias+relu group and a bias+softmax row group") {
+    kiln::Tensor W1 = kiln::Tensor::randn({16, 8}, 1), b1 = kiln::Tensor::zeros({8});
+    kiln::Tensor W2 = kiln::Tensor::randn({8, 4}, 2), b2 = kiln::Tensor::zeros({4});
+    kiln::Graph kg = kiln::trace("mlp", {kiln::arg("x", DType::f32, {kiln::dyn("batch"), 16})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     Var h = kiln::relu(kiln::matmul(in[0], W1) + b1);
+                                     return {kiln::softmax(kiln::matmul(h, W2) + b2, -1)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::matmul, GroupKind::elementwise, GroupKind::matmul,
+                                                GroupKind::row_reduction});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"add", "relu"});
+    CHECK(op_names(g, p.groups[3]) == std::vector<std::string>{"add", "softmax"});
+    CHECK(p.groups[3].name == "g3.softmax");
+    CHECK(p.groups[1].outputs.size() == 1);
+    CHECK(p.groups[1].inputs.size() == 2);  // the matmul result and b1
+    // Deterministic.
+    Partition q = kiln::passes::partition(g);
+    REQUIRE(q.groups.size() == p.groups.size());
+    for (std::size_t i = 0; i < p.groups.size(); ++i) {
+        CHECK(q.groups[i].name == p.groups[i].name);
+        CHECK(q.groups[i].nodes == p.groups[i].nodes);
+        CHECK(q.groups[i].inputs == p.groups[i].inputs);
+        CHECK(q.groups[i].outputs == p.groups[i].outputs);
+    }
+}
+
+TEST_CASE("fuse: softmax(layer_norm(x)) gives two row groups; consumers join the write") {
+    kiln::Tensor gamma = kiln::Tensor::ones({32}), beta = kiln::Tensor::zeros({32});
+    kiln::Graph kg = kiln::trace("sln", {kiln::arg("x", DType::f32, {kiln::dyn("n"), 32})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     return {kiln::relu(kiln::softmax(kiln::layer_norm(in[0], gamma, beta), -1)) * 2.0};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::row_reduction, GroupKind::row_reduction});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"layer_norm"});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"softmax", "relu", "mul"});
+    CHECK(p.groups[1].outputs.size() == 1);
+}
+
+TEST_CASE("fuse: a value used by two groups is materialised; producers with other users are not absorbed") {
+    kiln::Graph kg = kiln::trace("shared", {kiln::arg("x", DType::f32, {4, 8}), kiln::arg("b", DType::f32, {8})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     Var y = kiln::exp(in[0]);
+                                     Var z = in[0] * in[1];  // only used by the softmax: absorbed
+                                     return {y + 1.0, kiln::softmax(y + z, -1), kiln::sum(y, 1) * 3.0};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    // y = exp(x) is read by the elementwise output, the softmax and the sum: materialised.
+    int y_group = -1;
+    for (std::size_t gi = 0; gi < p.groups.size(); ++gi)
+        for (auto v : p.groups[gi].nodes)
+            if (g.nodes[static_cast<std::size_t>(v)].op == kiln::ir::Op::exp) y_group = static_cast<int>(gi);
+    REQUIRE(y_group >= 0);
+    CHECK(p.groups[static_cast<std::size_t>(y_group)].kind == GroupKind::elementwise);
+    CHECK(p.groups[static_cast<std::size_t>(y_group)].outputs.size() == 2);  // y and y + 1
+    int rows = 0;
+    for (const auto& gr : p.groups) {
+        if (gr.kind != GroupKind::row_reduction) continue;
+        ++rows;
+        auto names = op_names(g, gr);
+        if (std::find(names.begin(), names.end(), "softmax") != names.end())
+            CHECK(names == std::vector<std::string>{"mul", "add", "softmax"});
+        else
+            CHECK(names == std::vector<std::string>{"sum", "mul"});
+    }
+    CHECK(rows == 2);
+}
+
+TEST_CASE("fuse: joins that would close a cycle through a matmul are refused") {
+    kiln::Tensor W = kiln::Tensor::randn({8, 8}, 3);
+    kiln::Graph kg = kiln::trace("cycle", {kiln::arg("x", DType::f32, {4, 8})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     Var a = kiln::relu(in[0]);
+                                     Var m = kiln::matmul(a, W);
+                                     return {kiln::tanh(a + m)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise, GroupKind::matmul, GroupKind::elementwise});
+    CHECK(op_names(g, p.groups[2]) == std::vector<std::string>{"add", "tanh"});
+}
+
+TEST_CASE("fuse: broadcasting chains, internal smaller values, and outputs of one shape") {
+    kiln::Graph kg = kiln::trace("bcast",
+                                 {kiln::arg("a", DType::f32, {5, 1}), kiln::arg("b", DType::f32, {5, 7}),
+                                  kiln::arg("c", DType::f32, {3, 5, 7})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     Var s = kiln::exp(in[0]) * 2.0;  // [5,1], used only below
+                                     Var t = s + in[1];                // [5,7], also an output
+                                     return {t, kiln::sigmoid(t * in[2])};  // [3,5,7]
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    // s joins t (used only by t); t is an output of shape [5,7] so t*c ([3,5,7]) starts a new group.
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise, GroupKind::elementwise});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"exp", "mul", "add"});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"mul", "sigmoid"});
+}
+
+TEST_CASE("fuse: non-trailing reductions, softmax on another axis, prod, shape ops stay opaque; dead nodes skipped") {
+    kiln::Graph kg = kiln::trace("opaque", {kiln::arg("x", DType::f32, {4, 6, 5})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     const Var& x = in[0];
+                                     Var dead = kiln::exp(x) * 3.0;
+                                     (void)dead;
+                                     return {kiln::sum(x, 0), kiln::softmax(x, 1), kiln::prod(x, 2),
+                                             kiln::transpose(x, 0, 1), kiln::mean(x, std::vector<std::int64_t>{1, 2}, true),
+                                             kiln::max(x, 1), kiln::argmax(x, 2)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    std::vector<GroupKind> want{GroupKind::opaque, GroupKind::opaque,        GroupKind::opaque, GroupKind::opaque,
+                                GroupKind::row_reduction, GroupKind::opaque, GroupKind::opaque};
+    CHECK(kinds(p) == want);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i)
+        if (g.nodes[i].op == kiln::ir::Op::exp) CHECK(p.group_of[i] == -1);
+}
+
+TEST_CASE("fuse: a transformer block partitions into valid, ordered groups") {
+    const std::int64_t D = 32, H = 4, F = 64;
+    auto w = [](kiln::Shape s, std::uint64_t seed) { return kiln::Tensor::randn(s, seed); };
+    kiln::Tensor g1 = kiln::Tensor::ones({D}), b1 = kiln::Tensor::zeros({D}), Wqkv = w({3 * D, D}, 1), bqkv = w({3 * D}, 2),
+                 Wo = w({D, D}, 3), bo = w({D}, 4), g2 = kiln::Tensor::ones({D}), b2 = kiln::Tensor::zeros({D}),
+                 W1 = w({F, D}, 5), bb1 = w({F}, 6), W2 = w({D, F}, 7), bb2 = w({D}, 8);
+    kiln::Graph kg = kiln::trace(
+        "block", {kiln::arg("x", DType::f32, {2, kiln::dyn("seq"), D})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+            const Var& x = in[0];
+            const kiln::Dim B = x.dim(0), S = x.dim(1);
+            Var h = kiln::layer_norm(x, g1, b1);
+            Var qkv = kiln::linear(h, Wqkv, bqkv);
+            auto parts = kiln::split(qkv, 3, -1);
+            auto heads = [&](const Var& t) { return kiln::permute(kiln::reshape(t, {B, S, H, D / H}), {0, 2, 1, 3}); };
+            Var q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+            Var scores = kiln::matmul(q, kiln::transpose(k, -2, -1)) * 0.25;
+            Var ctx = kiln::matmul(kiln::softmax(scores, -1), v);
+            ctx = kiln::reshape(kiln::permute(ctx, {0, 2, 1, 3}), {B, S, D});
+            Var x1 = x + kiln::linear(ctx, Wo, bo);
+            Var m = kiln::gelu(kiln::linear(kiln::layer_norm(x1, g2, b2), W1, bb1));
+            return {x1 + kiln::linear(m, W2, bb2)};
+        });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    int matmuls = 0, matmul_groups = 0, rows = 0;
+    for (const auto& nd : g.nodes) matmuls += nd.op == kiln::ir::Op::matmul;
+    for (const auto& gr : p.groups) {
+        matmul_groups += gr.kind == GroupKind::matmul;
+        if (gr.kind != GroupKind::row_reduction) continue;
+        ++rows;
+        auto names = op_names(g, gr);
+        if (std::find(names.begin(), names.end(), "softmax") != names.end())
+            CHECK(names == std::vector<std::string>{"mul", "softmax"});  // the scale is absorbed
+    }
+    CHECK(matmul_groups == matmuls);
+    CHECK(rows == 3);  // two layer_norms and the softmax
+    // x1 is read by the second layer_norm and by the final residual add: materialised.
+    const std::string text = kiln::passes::to_string(p, g);
+    CHECK(text.find("[row_reduction]") != std::string::npos);
+}

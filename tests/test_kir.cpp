@@ -1,0 +1,471 @@
+// Kernel IR: the lowering of fusion groups (src/kir/lower.h) run through the KIR evaluator
+// (src/kir/eval.h) against the interpreter, group by group and for whole graphs, on random
+// seeded shapes (broadcasting, odd and zero sizes, symbolic dims) and every dtype the ops
+// accept; kir::verify and kir::print on every lowered kernel; evaluator and verifier units.
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "jit/executor.h"
+#include "reference.h"
+#include "src/ir/ir.h"
+#include "src/kir/eval.h"
+#include "src/kir/kir.h"
+#include "src/kir/lower.h"
+#include "src/passes/fuse.h"
+#include "tiers/interp/interp.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::DType;
+using kiln::Shape;
+using kiln::Tensor;
+using kiln::Var;
+namespace ir = kiln::ir;
+namespace kir = kiln::kir;
+namespace passes = kiln::passes;
+
+struct RunStats {
+    int groups = 0, lowered = 0;
+};
+
+// Runs `kg` on `inputs` group by group: lowered groups through kir::evaluate (split into
+// two chunks of the outer range), the others through the interpreter. Checks each lowered
+// group's outputs against the interpreter on the same inputs, and the graph's outputs
+// against kiln::Engine with the JIT off.
+RunStats check_graph(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol_scale = 4.0) {
+    const ir::Graph& g = *kg.impl();
+    kiln::jit::Plan plan = kiln::jit::make_plan(kg.impl());
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    auto sp = kiln::jit::make_shape_plan(plan, shapes, "check_graph");
+    const passes::Partition p = passes::partition(g);
+    std::vector<Tensor> vals(g.nodes.size());
+    for (std::size_t id : plan.order) {
+        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
+        if (g.nodes[id].op == ir::Op::constant) vals[id] = g.nodes[id].value;
+    }
+    auto interp = [&](ir::ValueId v, const std::vector<Tensor>& env) {
+        const auto id = static_cast<std::size_t>(v);
+        std::vector<Tensor> ins;
+        for (auto in : g.nodes[id].inputs) ins.push_back(env[static_cast<std::size_t>(in)]);
+        const ir::Node& nd = sp->nodes[id] ? *sp->nodes[id] : g.nodes[id];
+        return kiln::interp::run_node(nd, ins, sp->shapes[id]);
+    };
+    RunStats stats;
+    for (const passes::Group& gr : p.groups) {
+        ++stats.groups;
+        INFO("group ", gr.name);
+        std::string why;
+        std::optional<kir::Kernel> k = kir::lower(g, gr, &why);
+        if (!k) {
+            CHECK_MESSAGE((gr.kind != passes::GroupKind::elementwise && gr.kind != passes::GroupKind::row_reduction),
+                          "not lowered: ", why);
+            CHECK(!why.empty());
+            for (auto v : gr.nodes) vals[static_cast<std::size_t>(v)] = interp(v, vals);
+            continue;
+        }
+        ++stats.lowered;
+        CHECK_NOTHROW(kir::verify(*k));
+        const std::string text = kir::print(*k);
+        INFO(text);
+        CHECK(text.find("buffer b0") != std::string::npos);
+        CHECK(text.find("for outer in") != std::string::npos);
+        // The interpreter's answer on the same inputs.
+        std::vector<Tensor> want = vals;
+        for (auto v : gr.nodes) want[static_cast<std::size_t>(v)] = interp(v, want);
+        // Buffers, params, extent, two chunks.
+        std::vector<Tensor> bufs;
+        for (auto v : gr.inputs) bufs.push_back(vals[static_cast<std::size_t>(v)].contiguous());
+        for (auto v : gr.outputs)
+            bufs.push_back(Tensor::empty(sp->shapes[static_cast<std::size_t>(v)], g.nodes[static_cast<std::size_t>(v)].type.dtype));
+        std::vector<void*> ptrs;
+        for (Tensor& t : bufs) ptrs.push_back(t.data());
+        std::vector<std::int64_t> params;
+        for (const auto& src : k->param_sources)
+            params.push_back(bufs[static_cast<std::size_t>(src.buffer)].shape()[static_cast<std::size_t>(src.dim)]);
+        const std::int64_t extent = kir::eval_index(k->extent, params.data());
+        REQUIRE(extent >= 0);
+        const std::int64_t mid = extent / 3;
+        kir::evaluate(*k, ptrs.data(), params.data(), 0, mid);
+        kir::evaluate(*k, ptrs.data(), params.data(), mid, extent);
+        for (std::size_t i = 0; i < gr.outputs.size(); ++i) {
+            const auto v = static_cast<std::size_t>(gr.outputs[i]);
+            const Tensor& got = bufs[gr.inputs.size() + i];
+            const DType dt = g.nodes[v].type.dtype;
+            ref::check_close(got, ref::from_kiln(want[v]), dt, ref::tol_for(dt, tol_scale), gr.name + " output " + std::to_string(i));
+            vals[v] = got;
+        }
+    }
+    const std::vector<Tensor> engine = ref::run_graph(kg, inputs);
+    REQUIRE(engine.size() == g.outputs.size());
+    for (std::size_t i = 0; i < engine.size(); ++i) {
+        const DType dt = g.nodes[static_cast<std::size_t>(g.outputs[i])].type.dtype;
+        ref::check_close(vals[static_cast<std::size_t>(g.outputs[i])], ref::from_kiln(engine[i]), dt,
+                         ref::tol_for(dt, tol_scale), "graph output " + std::to_string(i));
+    }
+    return stats;
+}
+
+// A shape broadcastable to `s`: some dims set to 1, maybe fewer leading dims.
+Shape broadcast_variant(std::mt19937_64& rng, const Shape& s) {
+    Shape v = s;
+    for (auto& d : v)
+        if (rng() % 3 == 0) d = 1;
+    const std::size_t drop = v.empty() ? 0 : rng() % (v.size() + 1);
+    return Shape(v.begin() + static_cast<std::ptrdiff_t>(drop), v.end());
+}
+
+// A random elementwise chain of `len` ops valid for `dt` over the inputs.
+std::vector<Var> random_chain(std::mt19937_64& rng, DType dt, const std::vector<Var>& in, int len) {
+    std::vector<Var> pool = in;
+    auto pick = [&]() -> const Var& { return pool[rng() % pool.size()]; };
+    const bool fl = kiln::is_floating(dt), bl = dt == DType::boolean;
+    for (int i = 0; i < len; ++i) {
+        const Var a = pick(), b = pick();
+        const int what = static_cast<int>(rng() % 10);
+        Var r;
+        if (bl) {
+            switch (what % 4) {
+            case 0: r = kiln::logical_not(a); break;
+            case 1: r = a == b; break;
+            case 2: r = kiln::where(a < b, a, b); break;
+            default: r = kiln::where(a != b, kiln::logical_not(b), a); break;
+            }
+        } else if (what < 4) {  // unary
+            if (fl) {
+                switch (rng() % 22) {
+                case 0: r = kiln::neg(a); break;
+                case 1: r = kiln::abs(a); break;
+                case 2: r = kiln::exp(a); break;
+                case 3: r = kiln::log(a); break;
+                case 4: r = kiln::sqrt(a); break;
+                case 5: r = kiln::rsqrt(a); break;
+                case 6: r = kiln::reciprocal(a); break;
+                case 7: r = kiln::sin(a); break;
+                case 8: r = kiln::cos(a); break;
+                case 9: r = kiln::tanh(a); break;
+                case 10: r = kiln::sigmoid(a); break;
+                case 11: r = kiln::relu(a); break;
+                case 12: r = kiln::gelu(a); break;
+                case 13: r = kiln::gelu(a, true); break;
+                case 14: r = kiln::silu(a); break;
+                case 15: r = kiln::erf(a); break;
+                case 16: r = kiln::floor(a); break;
+                case 17: r = kiln::ceil(a); break;
+                case 18: r = kiln::round(a * 2.0); break;
+                case 19: r = kiln::sign(a); break;
+                case 20: r = kiln::clamp(a, -1.0, 1.5); break;
+                default: r = kiln::cast(kiln::cast(a * 100.0, DType::i8), dt); break;
+                }
+            } else {
+                switch (rng() % 6) {
+                case 0: r = kiln::neg(a); break;
+                case 1: r = kiln::abs(a); break;
+                case 2: r = kiln::relu(a); break;
+                case 3: r = kiln::sign(a); break;
+                case 4: r = kiln::clamp(a, -5.0, 7.0); break;
+                default: r = kiln::cast(kiln::cast(a, DType::f32) * 1.5, dt); break;
+                }
+            }
+        } else if (what < 8) {  // binary
+            switch (rng() % (fl ? 7 : 6)) {
+            case 0: r = a + b; break;
+            case 1: r = a - b; break;
+            case 2: r = a * b; break;
+            case 3: r = a / b; break;
+            case 4: r = kiln::maximum(a, b); break;
+            case 5: r = kiln::minimum(a, b); break;
+            default: r = kiln::pow(kiln::abs(a), b); break;
+            }
+        } else {  // compare + where
+            const Var c = pick();
+            switch (rng() % 6) {
+            case 0: r = kiln::where(a < b, c, a); break;
+            case 1: r = kiln::where(a <= b, b, c); break;
+            case 2: r = kiln::where(a > c, a, b); break;
+            case 3: r = kiln::where(a >= b, c, b); break;
+            case 4: r = kiln::where(a == b, a, c); break;
+            default: r = kiln::where(a != c, b, a); break;
+            }
+        }
+        pool.push_back(r);
+    }
+    // Two outputs: the last value and, sometimes, an earlier one (it may have another shape).
+    std::vector<Var> out{pool.back()};
+    if (pool.size() > in.size() + 1 && rng() % 2) out.push_back(pool[in.size() + rng() % (pool.size() - in.size() - 1)]);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("kir: random elementwise chains with broadcasting, every dtype, against the interpreter") {
+    RunStats total;
+    for (int rep = 0; rep < 90; ++rep) {
+        const std::uint64_t seed = 700000 + static_cast<std::uint64_t>(rep);
+        CAPTURE(seed);
+        std::mt19937_64 r(seed);
+        const DType dt = ref::all_dtypes()[static_cast<std::size_t>(rep) % ref::all_dtypes().size()];
+        INFO("dtype ", ref::dname(dt));
+        const int rank = static_cast<int>(r() % 5);
+        Shape s = ref::random_shape(r, rank, {1, 2, 3, 5, 7});
+        if (rep % 15 == 14 && rank > 0) s[r() % s.size()] = 0;  // zero-size
+        std::vector<Tensor> ins{ref::random_input(s, seed, dt), ref::random_input(broadcast_variant(r, s), seed + 1, dt),
+                                ref::random_input(broadcast_variant(r, s), seed + 2, dt)};
+        std::vector<kiln::ArgSpec> args{ref::arg_like("a", ins[0]), ref::arg_like("b", ins[1]), ref::arg_like("c", ins[2])};
+        INFO("shapes ", ref::shape_str(ins[0].shape()), " ", ref::shape_str(ins[1].shape()), " ", ref::shape_str(ins[2].shape()));
+        const int len = 1 + static_cast<int>(r() % 6);
+        kiln::Graph kg = kiln::trace("chain", args, [&](const std::vector<Var>& in) { return random_chain(r, dt, in, len); });
+        const bool half = dt == DType::f16 || dt == DType::bf16;
+        RunStats st = check_graph(kg, ins, half ? 16.0 : 4.0);
+        total.groups += st.groups;
+        total.lowered += st.lowered;
+    }
+    CHECK(total.lowered > 90);
+    MESSAGE("elementwise: lowered ", total.lowered, " of ", total.groups, " groups");
+}
+
+TEST_CASE("kir: symbolic dims that broadcast at run time use one generic kernel") {
+    // a: [?n, ?k], b: [?m, 1] with m = 1 or n, c: [?k]: every dim is a param.
+    kiln::Graph kg = kiln::trace("dyn",
+                                 {kiln::arg("a", DType::f32, {kiln::dyn("n"), kiln::dyn("k")}),
+                                  kiln::arg("b", DType::f32, {kiln::dyn("m"), 1}), kiln::arg("c", DType::f32, {kiln::dyn("k")})},
+                                 [](const std::vector<Var>& in) -> std::vector<Var> {
+                                     return {kiln::tanh(in[0] * in[1] + in[2]), kiln::softmax(in[0] - in[1], -1)};
+                                 });
+    const passes::Partition p = passes::partition(*kg.impl());
+    for (const auto& gr : p.groups) {
+        std::string why;
+        auto k = kir::lower(*kg.impl(), gr, &why);
+        REQUIRE_MESSAGE(k.has_value(), why);
+        const std::string text = kir::print(*k);
+        INFO(text);
+        CHECK(!k->params.empty());
+        CHECK(text.find("== 1") != std::string::npos);  // select(p == 1, 0, stride)
+    }
+    std::uint64_t seed = 81000;
+    for (auto [n, k, m] : std::vector<std::array<std::int64_t, 3>>{{3, 4, 1}, {3, 4, 3}, {1, 7, 1}, {5, 1, 5}, {0, 3, 1}, {2, 0, 2}}) {
+        CAPTURE(++seed);
+        INFO("n ", n, " k ", k, " m ", m);
+        check_graph(kg, {ref::random_input({n, k}, seed, DType::f32), ref::random_input({m, 1}, seed + 1, DType::f32),
+                         ref::random_input({k}, seed + 2, DType::f32)});
+    }
+}
+
+TEST_CASE("kir: softmax and log_softmax rows with fused producers and consumers, every float dtype") {
+    for (DType dt : ref::float_dtypes())
+        for (int rep = 0; rep < 6; ++rep) {
+            const std::uint64_t seed = 820000 + static_cast<std::uint64_t>(rep) * 10 + static_cast<std::uint64_t>(dt);
+            CAPTURE(seed);
+            INFO("dtype ", ref::dname(dt));
+            std::mt19937_64 r(seed);
+            const std::vector<Shape> shapes{{4, 9}, {1, 1}, {3, 33}, {2, 3, 17}, {0, 5}, {3, 0}, {7}, {2, 1000}};
+            const Shape s = shapes[r() % shapes.size()];
+            Shape bshape = s;
+            if (!bshape.empty()) bshape.back() = 1;
+            Tensor x = ref::random_input(s, seed, dt, -8, 8);
+            Tensor b = ref::random_input(bshape, seed + 1, dt);
+            Tensor w = ref::random_input({s.back()}, seed + 2, dt);
+            if (rep == 3 && x.numel() > 2 && dt == DType::f32) x.data_as<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+            const bool log = rep % 2 == 1;
+            kiln::Graph kg = kiln::trace("softmax", {ref::arg_like("x", x), ref::arg_like("b", b), ref::arg_like("w", w)},
+                                         [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                             Var t = in[0] * in[2] + in[1];  // absorbed producers
+                                             Var y = log ? kiln::log_softmax(t, -1) : kiln::softmax(t, -1);
+                                             return {y, kiln::relu(y - 0.1) * in[2]};  // y shared: stored
+                                         });
+            RunStats st = check_graph(kg, {x, b, w}, 8.0);
+            CHECK(st.lowered == st.groups);
+        }
+}
+
+TEST_CASE("kir: layer_norm and rms_norm rows, every float dtype") {
+    for (DType dt : ref::float_dtypes())
+        for (const Shape& s : std::vector<Shape>{{4, 8}, {3, 5, 7}, {1, 1}, {2, 0}, {0, 4}, {6, 129}}) {
+            const std::uint64_t seed = 830000 + static_cast<std::uint64_t>(s.back()) * 10 + static_cast<std::uint64_t>(dt);
+            CAPTURE(seed);
+            INFO("dtype ", ref::dname(dt), " shape ", ref::shape_str(s));
+            Tensor x = ref::random_input(s, seed, dt, -4, 6), res = ref::random_input(s, seed + 1, dt);
+            Tensor gamma = ref::random_input({s.back()}, seed + 2, dt), beta = ref::random_input({s.back()}, seed + 3, dt);
+            kiln::Graph kg = kiln::trace(
+                "norms", {ref::arg_like("x", x), ref::arg_like("r", res), ref::arg_like("g", gamma), ref::arg_like("b", beta)},
+                [&](const std::vector<Var>& in) -> std::vector<Var> {
+                    Var ln = kiln::layer_norm(in[0] + in[1], in[2], in[3], 1e-5);
+                    return {kiln::gelu(ln, true) + 1.0, kiln::rms_norm(in[0], in[2], 1e-6) * 2.0};
+                });
+            RunStats st = check_graph(kg, {x, res, gamma, beta}, 8.0);
+            CHECK(st.lowered == st.groups);
+        }
+}
+
+TEST_CASE("kir: sum/mean/max/min over trailing axes with producers and consumers, float and integer dtypes") {
+    for (int rep = 0; rep < 48; ++rep) {
+        const std::uint64_t seed = 840000 + static_cast<std::uint64_t>(rep);
+        CAPTURE(seed);
+        std::mt19937_64 r(seed);
+        const DType dt = ref::all_dtypes()[static_cast<std::size_t>(rep) % 8];  // no bool
+        const bool fl = kiln::is_floating(dt);
+        const int op = static_cast<int>(r() % 4);  // sum, mean, max, min
+        if (op == 1 && !fl) continue;
+        const int rank = 1 + static_cast<int>(r() % 4);
+        Shape s = ref::random_shape(r, rank, {1, 2, 3, 5, 7, 11});
+        const int k = 1 + static_cast<int>(r() % static_cast<std::uint64_t>(rank));
+        if (rep % 8 == 7 && op < 2) s[static_cast<std::size_t>(rank - 1)] = 0;  // an empty row (sum 0, mean NaN)
+        std::vector<std::int64_t> axes;
+        for (int i = rank - k; i < rank; ++i) axes.push_back(i);
+        const bool keep = r() % 2;
+        INFO("dtype ", ref::dname(dt), " op ", op, " shape ", ref::shape_str(s), " k ", k, " keepdim ", keep);
+        Tensor x = ref::random_input(s, seed, dt, -100, 100), y = ref::random_input(s, seed + 1, dt, -100, 100);
+        if (fl && x.numel() > 3 && dt == DType::f64) x.data_as<double>()[2] = std::numeric_limits<double>::quiet_NaN();
+        kiln::Graph kg = kiln::trace("reduce", {ref::arg_like("x", x), ref::arg_like("y", y)},
+                                     [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                         Var t = kiln::maximum(in[0], in[1]) - in[1];  // absorbed producers
+                                         Var red = op == 0   ? kiln::sum(t, axes, keep)
+                                                   : op == 1 ? kiln::mean(t, axes, keep)
+                                                   : op == 2 ? kiln::max(t, axes, keep)
+                                                             : kiln::min(t, axes, keep);
+                                         return {red, kiln::abs(red) * 3.0};
+                                     });
+        RunStats st = check_graph(kg, {x, y}, 8.0);
+        CHECK(st.lowered == st.groups);
+    }
+}
+
+TEST_CASE("kir: a transformer block runs with its lowered groups chained through the interpreter") {
+    const std::int64_t D = 16, H = 2, F = 32;
+    auto w = [](Shape s, std::uint64_t seed) { return kiln::Tensor::rand(s, seed, DType::f32, -0.3, 0.3); };
+    Tensor g1 = kiln::Tensor::ones({D}), b1 = kiln::Tensor::zeros({D}), Wqkv = w({3 * D, D}, 1), bqkv = w({3 * D}, 2),
+           Wo = w({D, D}, 3), bo = w({D}, 4), g2 = w({D}, 9), b2 = w({D}, 10), W1 = w({F, D}, 5), bb1 = w({F}, 6),
+           W2 = w({D, F}, 7), bb2 = w({D}, 8);
+    kiln::Graph kg = kiln::trace(
+        "block", {kiln::arg("x", DType::f32, {2, kiln::dyn("seq"), D})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+            const Var& x = in[0];
+            const kiln::Dim B = x.dim(0), S = x.dim(1);
+            Var qkv = kiln::linear(kiln::layer_norm(x, g1, b1), Wqkv, bqkv);
+            auto parts = kiln::split(qkv, 3, -1);
+            auto heads = [&](const Var& t) { return kiln::permute(kiln::reshape(t, {B, S, H, D / H}), {0, 2, 1, 3}); };
+            Var scores = kiln::matmul(heads(parts[0]), kiln::transpose(heads(parts[1]), -2, -1)) * 0.25;
+            Var ctx = kiln::matmul(kiln::softmax(scores, -1), heads(parts[2]));
+            ctx = kiln::reshape(kiln::permute(ctx, {0, 2, 1, 3}), {B, S, D});
+            Var x1 = x + kiln::linear(ctx, Wo, bo);
+            Var m = kiln::gelu(kiln::linear(kiln::rms_norm(x1, g2), W1, bb1));
+            return {x1 + kiln::linear(m, W2, bb2)};
+        });
+    for (std::int64_t seq : {1, 5, 12}) {
+        CAPTURE(seq);
+        RunStats st = check_graph(kg, {ref::random_input({2, seq, D}, 850000 + static_cast<std::uint64_t>(seq), DType::f32)});
+        CHECK(st.lowered >= 6);
+    }
+}
+
+TEST_CASE("kir: matmul, conv and opaque groups are not lowered, with a reason") {
+    kiln::Tensor W = kiln::Tensor::randn({4, 3}, 1);
+    kiln::Graph kg = kiln::trace("mm", {kiln::arg("x", DType::f32, {2, 4})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+        return {kiln::matmul(in[0], W), kiln::transpose(in[0], 0, 1)};
+    });
+    const passes::Partition p = passes::partition(*kg.impl());
+    REQUIRE(p.groups.size() == 2);
+    std::string why;
+    CHECK_FALSE(kir::lower(*kg.impl(), p.groups[0], &why).has_value());
+    CHECK(why == "matmul groups are not lowered yet");
+    CHECK_FALSE(kir::lower(*kg.impl(), p.groups[1], &why).has_value());
+    CHECK(why.find("opaque") != std::string::npos);
+}
+
+TEST_CASE("kir: print shows buffers, params, temps and loops") {
+    kiln::Graph kg = kiln::trace("p", {kiln::arg("x", DType::f16, {kiln::dyn("n"), 8}), kiln::arg("b", DType::f16, {8})},
+                                 [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::softmax(in[0] + in[1], -1)}; });
+    const passes::Partition p = passes::partition(*kg.impl());
+    REQUIRE(p.groups.size() == 1);
+    auto k = kir::lower(*kg.impl(), p.groups[0], nullptr);
+    REQUIRE(k.has_value());
+    const std::string text = kir::print(*k);
+    INFO(text);
+    for (const char* want : {"kernel g0.softmax", "buffer b0 in0: f16", "buffer b2 out0: f16 (output)", "param p0 in0.d0 = dim 0 of b0",
+                             "temp t0: f64", "for outer in [0, p0)", "for v0 in [0, 8)", "exp(", "b2[((outer * 8) + v2)] = t"})
+        CHECK_MESSAGE(text.find(want) != std::string::npos, "missing: ", want);
+}
+
+TEST_CASE("kir: the evaluator follows the interpreter's scalar semantics") {
+    using kir::BinaryOp;
+    auto run1 = [](DType out_dt, kir::ExprRef value) {
+        kir::Kernel k;
+        k.name = "unit";
+        k.buffers = {{"out0", out_dt, true}};
+        k.extent = kir::index_const(1);
+        k.body = {kir::store(0, kir::outer(), std::move(value))};
+        kir::verify(k);
+        Tensor out = Tensor::empty({1}, out_dt);
+        void* ptrs[] = {out.data()};
+        kir::evaluate(k, ptrs, nullptr, 0, 1);
+        return out.to_doubles()[0];
+    };
+    auto i32 = [](std::int64_t v) { return kir::constant(kir::Type::i32, static_cast<double>(v)); };
+    CHECK(run1(DType::i32, kir::binary(BinaryOp::div, i32(7), i32(0))) == 0);
+    CHECK(run1(DType::i32, kir::binary(BinaryOp::div, i32(INT32_MIN), i32(-1))) == INT32_MIN);
+    CHECK(run1(DType::i32, kir::binary(BinaryOp::add, i32(INT32_MAX), i32(1))) == INT32_MIN);
+    CHECK(run1(DType::i32, kir::binary(BinaryOp::div, i32(-7), i32(2))) == -3);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto f32 = [](double v) { return kir::constant(kir::Type::f32, v); };
+    CHECK(std::isnan(run1(DType::f32, kir::binary(BinaryOp::max, f32(1), f32(nan)))));
+    CHECK(std::isnan(run1(DType::f32, kir::binary(BinaryOp::min, f32(nan), f32(1)))));
+    CHECK(run1(DType::f32, kir::unary(kir::UnaryOp::round, f32(2.5))) == 2.0);
+    CHECK(run1(DType::f32, kir::unary(kir::UnaryOp::round, f32(-3.5))) == -4.0);
+    CHECK(std::isnan(run1(DType::f32, kir::unary(kir::UnaryOp::relu, f32(nan)))));
+    CHECK(run1(DType::i8, kir::cast(kir::Type::i8, f32(1000.0))) == 127);
+    CHECK(run1(DType::i8, kir::cast(kir::Type::i8, f32(nan))) == 0);
+    CHECK(run1(DType::i8, kir::cast(kir::Type::i8, i32(300))) == 44);  // wraps
+    CHECK(run1(DType::boolean, kir::cast(kir::Type::boolean, f32(nan))) == 1);
+    CHECK(run1(DType::f16, f32(65520.0)) == std::numeric_limits<double>::infinity());  // f16 rounding on store
+    CHECK(run1(DType::i8, kir::unary(kir::UnaryOp::abs, kir::constant(kir::Type::i8, -128))) == -128);
+}
+
+TEST_CASE("kir: verify rejects malformed kernels") {
+    auto base = [] {
+        kir::Kernel k;
+        k.name = "bad";
+        k.buffers = {{"in0", DType::f32, false}, {"out0", DType::f32, true}};
+        k.extent = kir::index_const(4);
+        k.num_vars = 1;
+        k.temps = {kir::Type::f32};
+        return k;
+    };
+    const auto x = kir::load(0, kir::Type::f32, kir::outer());
+    kir::Kernel ok = base();
+    ok.body = {kir::assign(0, x), kir::store(1, kir::outer(), kir::temp(0, kir::Type::f32))};
+    CHECK_NOTHROW(kir::verify(ok));
+
+    kir::Kernel to_input = base();
+    to_input.body = {kir::store(0, kir::outer(), x)};
+    CHECK_THROWS(kir::verify(to_input));
+
+    kir::Kernel temp_first = base();
+    temp_first.body = {kir::store(1, kir::outer(), kir::temp(0, kir::Type::f32))};
+    CHECK_THROWS(kir::verify(temp_first));
+
+    kir::Kernel scoped = base();  // a temp assigned in a loop is not visible after it
+    scoped.body = {kir::loop(0, kir::index_const(0), kir::index_const(2), {kir::assign(0, x)}),
+                   kir::store(1, kir::outer(), kir::temp(0, kir::Type::f32))};
+    CHECK_THROWS(kir::verify(scoped));
+
+    kir::Kernel var_outside = base();
+    var_outside.body = {kir::store(1, kir::var(0), x)};
+    CHECK_THROWS(kir::verify(var_outside));
+
+    kir::Kernel wrong_type = base();
+    wrong_type.body = {kir::store(1, kir::outer(), kir::cast(kir::Type::f64, x))};
+    CHECK_THROWS(kir::verify(wrong_type));
+
+    kir::Kernel bad_param = base();
+    bad_param.extent = kir::param(0);
+    CHECK_THROWS(kir::verify(bad_param));
+
+    kir::Kernel outer_extent = base();
+    outer_extent.extent = kir::outer();
+    CHECK_THROWS(kir::verify(outer_extent));
+}
