@@ -21,6 +21,13 @@ const Shape& buffer_shape(const passes::Group& g, const ShapePlan& sp, std::size
     return sp.shapes[static_cast<std::size_t>(v)];
 }
 
+bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp) {
+    for (std::size_t b = 0; b < g.inputs.size() + g.outputs.size(); ++b)
+        for (auto d : buffer_shape(g, sp, b))
+            if (d == 0) return true;
+    return false;
+}
+
 void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan& sp, std::vector<std::int64_t>& out) {
     out.resize(k.param_sources.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -83,9 +90,12 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
         const passes::Group& group = gr.group;
         auto t0 = Clock::now();
         gr.calls.fetch_add(1, std::memory_order_relaxed);
-        bool done = false;
-        if (gr.kernel) {
+        bool done = false, planned = false;
+        // Zero-size buffers run on the interpreter: it raises the errors the op owes
+        // (e.g. max over an empty row) and costs nothing.
+        if (gr.kernel && !has_empty_buffer(group, sp)) {
             group_params(*gr.kernel, group, sp, params);
+            planned = true;
             std::shared_ptr<const CodeSet> code = gr.code();
             if (!code->versions.empty()) {
                 if (const CompiledVersion* v = TierManager::select(*code, params.data())) {
@@ -117,7 +127,7 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
         for (auto nid : group.nodes) release(static_cast<std::size_t>(nid), last_step);
         gr.ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
-        if (!done && gr.kernel) tm.note_interpreted(gr, params);
+        if (!done && planned) tm.note_interpreted(gr, params);
     }
     *max_tier = top;
     std::vector<Tensor> outs;
