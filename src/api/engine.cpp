@@ -191,14 +191,23 @@ Engine::~Engine() = default;
 Function Engine::load(const Graph& graph) {
     KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
     auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired, impl_->tier2);
-    if (impl_->options.dumps("graph")) {
+    const Options& o = impl_->options;
+    auto dump = [&](const std::string& suffix, const std::string& text) {
         namespace fs = std::filesystem;
         std::error_code ec;
-        fs::create_directories(impl_->options.dump_dir, ec);
-        fs::path p = fs::path(impl_->options.dump_dir) / (graph.name() + ".graph.txt");
+        fs::create_directories(o.dump_dir, ec);
+        fs::path p = fs::path(o.dump_dir) / (graph.name() + suffix);
         std::ofstream out(p);
-        if (out) out << ir::print(*graph.impl());
-        else support::log().warn("KILN_DUMP=graph: cannot write {}", p.string());
+        if (out) out << text;
+        else support::log().warn("KILN_DUMP: cannot write {}", p.string());
+    };
+    if (o.dumps("graph")) dump(".graph.txt", ir::print(*graph.impl()));
+    if (o.dumps("groups")) dump(".groups.txt", passes::to_string(f->tiers.partition(), *graph.impl()));
+    if (o.dumps("kir")) {
+        std::string text;
+        for (const auto& gr : f->tiers.groups())
+            text += gr->kernel ? kir::print(*gr->kernel) + "\n" : "# " + gr->group.name + ": " + gr->lower_failure + "\n\n";
+        dump(".kir.txt", text);
     }
     std::lock_guard<std::mutex> lock(impl_->mu);
     // Drop entries of functions that no longer exist, so the list stays bounded.
