@@ -55,6 +55,7 @@ public:
     bool blacklisted = false;  // too many failures: never tried again
     bool compiling = false;    // a compile is in flight (identical requests are not repeated)
     int generic_compiles = 0;
+    std::atomic<int> specializations{0};  // fully bound versions of this group
 
 private:
     std::atomic<std::shared_ptr<const CodeSet>> code_{std::make_shared<const CodeSet>()};

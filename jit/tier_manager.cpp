@@ -62,8 +62,7 @@ void TierManager::note_interpreted(GroupRuntime& gr, const std::vector<std::int6
             it = gr.signature_calls.emplace(params, 0).first;
         }
         if (++it->second < static_cast<std::uint64_t>(options_.tier2_threshold)) return;
-        bool room = counters_.specializations.load(std::memory_order_relaxed) <
-                    static_cast<std::uint64_t>(options_.max_specializations);
+        bool room = gr.specializations.load(std::memory_order_relaxed) < options_.max_specializations;
         generic = !room || gr.signature_calls.size() > kDistinctBeforeGeneric;
         if (generic && gr.generic_compiles >= 2) return;  // nothing more to try
         gr.compiling = true;
@@ -122,7 +121,7 @@ void TierManager::compile(GroupRuntime& gr, const std::vector<std::int64_t>& par
         ++gr.generic_compiles;
         next->versions.push_back(std::move(v));
     } else {
-        counters_.specializations.fetch_add(1, std::memory_order_relaxed);
+        gr.specializations.fetch_add(1, std::memory_order_relaxed);
         next->versions.insert(next->versions.begin(), std::move(v));
     }
     gr.publish(std::move(next));

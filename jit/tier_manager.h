@@ -3,8 +3,9 @@
 // lowerable ones to kernel IR at load, counts calls per group and shape signature, and
 // compiles specialisations when a signature gets hot:
 //   - after `tier2_threshold` calls of a group at one signature (its param values), a
-//     specialisation with every param bound, while the function holds fewer than
-//     `max_specializations` and the group has seen few distinct signatures;
+//     specialisation with every param bound, while the group holds fewer than
+//     `max_specializations` (so the function holds at most that many per group: one
+//     per shape signature of traffic) and the group has seen few distinct signatures;
 //   - otherwise (a dim keeps changing, or the limit is reached) one generic version that
 //     binds only the params every observed signature agreed on; if its guard fails later,
 //     a second generic version with no param bound. No recompile storms: at most
@@ -27,7 +28,6 @@ struct TierCounters {
     std::atomic<std::uint64_t> compiles{0};
     std::atomic<std::uint64_t> compile_failures{0};
     std::atomic<std::uint64_t> compile_us{0};
-    std::atomic<std::uint64_t> specializations{0};
     std::array<std::atomic<std::uint64_t>, 8> bailouts{};  // by tiers::Bailout
 };
 

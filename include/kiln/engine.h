@@ -46,7 +46,7 @@ struct FunctionStats {
     double compile_ms = 0.0;
     std::uint64_t guard_failures = 0;
     std::uint64_t deopts = 0;
-    std::uint64_t specializations = 0;
+    std::uint64_t specializations = 0;  // shape specialisations held (the most any group holds)
     std::map<std::string, std::uint64_t> bailouts;  // compile outcomes other than success, by reason
     std::vector<ShapeSignatureCount> signatures;                          // most called first
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms;  // symbol -> value -> calls

@@ -86,13 +86,13 @@ FunctionStats FunctionImpl::stats() const {
         else if (!tiers.jit_enabled()) g.note = "no optimising tier (KILN_JIT=0 or built without LLVM)";
         s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
         s.deopts += gr.deopts.load(std::memory_order_relaxed);
+        s.specializations = std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.specializations.load()));
         s.groups.push_back(std::move(g));
     }
     const jit::TierCounters& c = tiers.counters();
     s.compiles = c.compiles.load(std::memory_order_relaxed);
     s.compile_failures = c.compile_failures.load(std::memory_order_relaxed);
     s.compile_ms = static_cast<double>(c.compile_us.load(std::memory_order_relaxed)) * 1e-3;
-    s.specializations = c.specializations.load(std::memory_order_relaxed);
     for (std::size_t b = 1; b < c.bailouts.size(); ++b)
         if (auto n = c.bailouts[b].load(std::memory_order_relaxed))
             s.bailouts[std::string(tiers::bailout_name(static_cast<tiers::Bailout>(b)))] = n;

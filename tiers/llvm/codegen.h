@@ -1,0 +1,47 @@
+#pragma once
+// Internal to tiers/llvm: the KIR -> LLVM IR generator (codegen.cpp).
+//
+// Requires: a KIR kernel (kir.h); ill-formed or unsupported input is reported, not assumed.
+// Ensures: `module` gains one function `fn_name` with the KernelFn signature
+//     void(ptr buffers, ptr params, i64 begin, i64 end)
+// that runs the body for each outer index in [begin, end), with the interpreter's
+// semantics for every op and type:
+// - params bound by the Specialization are constants, the others are loaded once on entry;
+// - buffer pointers get disjoint alias scopes (noalias), accesses are aligned to the element;
+// - f16/bf16 are converted with integer bit operations (round to nearest even, exactly like
+//   kiln::Half / kiln::BFloat16), so no conversion libcall is needed;
+// - f32 exp/log/tanh/sigmoid/erf/sin/cos/gelu/silu are inline branch-free polynomials
+//   (vectorisable); f64 transcendental functions call libm (exp, log, sin, cos, tanh, erf,
+//   pow) like the interpreter does, so they give the interpreter's exact results;
+//   f32 sin/cos reduce by pi/2 in f64: accurate to |x| ~ 1e12, only bounded in [-1, 1] past
+//   ~1e14 (no Payne-Hanek reduction);
+// - float ops carry the `contract` fast-math flag; an accumulator update `t = t + x` (float)
+//   is also `reassoc`, and `t = max(t, x)` / `min` use llvm.maximum / llvm.minimum, so that
+//   row reductions vectorise (no nnan/ninf: NaN and inf behave as in the interpreter).
+#include "tiers/tier.h"
+
+#include <string>
+
+namespace llvm {
+class Module;
+}
+
+namespace kiln::tiers::llvm_tier {
+
+// What the generator could not handle (an op on a type the interpreter does not define,
+// a load whose type is not its buffer's compute type, an ill-formed kernel).
+struct CodegenError {
+    Bailout bailout = Bailout::unsupported_op;
+    std::string message;
+};
+
+struct CodegenTarget {
+    std::string cpu, features;  // function attributes "target-cpu" / "target-features"
+    bool prefer_512 = false;    // "prefer-vector-width"="512" (hosts with AVX-512)
+};
+
+// Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
+void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
+                 const std::string& fn_name, llvm::Module& module);
+
+}  // namespace kiln::tiers::llvm_tier
