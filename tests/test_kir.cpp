@@ -387,7 +387,7 @@ TEST_CASE("kir: print shows buffers, params, temps and loops") {
     const std::string text = kir::print(*k);
     INFO(text);
     for (const char* want : {"kernel g0.softmax", "buffer b0 in0: f16", "buffer b2 out0: f16 (output)", "param p0 in0.d0 = dim 0 of b0",
-                             "temp t0: f64", "for outer in [0, p0)", "for v0 in [0, 8)", "exp(", "b2[((outer * 8) + v2)] = t"})
+                             "temp t0: f32", "for outer in [0, p0)", "for v0 in [0, 8)", "exp(", "b2[((outer * 8) + v2)] = t"})
         CHECK_MESSAGE(text.find(want) != std::string::npos, "missing: ", want);
 }
 

@@ -47,6 +47,7 @@ public:
         kept = n - (reduce ? L.node(row).attrs.ints("axes").size() : 1);
         L.k.extent = L.product(x, 0, kept);
         row_len = L.product(x, kept, n);
+        if (compute_type(L.node(x).type.dtype) == Type::f32) st_ = Type::f32;
     }
 
     void run() {
@@ -66,21 +67,26 @@ private:
     std::size_t n = 0, kept = 0;
     ExprRef row_len;
     std::vector<StmtRef>& body() { return L.k.body; }
+    // The type of row statistics of softmax and the norms: f32 rows compute in f32 (the
+    // code vectorises at full width and exp stays in f32), f64 rows in f64. The interpreter
+    // accumulates in f64; the results agree within the f32 tolerance.
+    Type st_ = Type::f64;
+    ExprRef sc(double v) const { return constant(st_, v); }
 
     int init_temp(Type t, ExprRef v) {
         const int id = L.new_temp(t);
         body().push_back(assign(id, std::move(v)));
         return id;
     }
-    // Emits `for j in [0, row_len)` whose body `f` gets the phase and x (in f64 unless
-    // `as_is`), the row element being visited.
+    // Emits `for j in [0, row_len)` whose body `f` gets the phase and x (in the statistics
+    // type unless `as_is`), the row element being visited.
     void pass(const std::function<void(Phase&, const ExprRef&)>& f, bool as_is = false) {
         const int j = L.new_var();
         Space sp = L.make_space(x, {0, kept}, {outer(), var(j)});
         std::vector<StmtRef> inner;
         Phase ph{&sp, &inner, {}};
         ExprRef xv = L.value(x, ph);
-        if (!as_is) xv = cast(Type::f64, xv);
+        if (!as_is) xv = cast(st_, xv);
         if (xv->kind != ExprKind::Temp && xv->kind != ExprKind::Load) {
             const int t = L.new_temp(xv->type);
             inner.push_back(assign(t, xv));
@@ -89,7 +95,8 @@ private:
         f(ph, xv);
         body().push_back(loop(j, index_const(0), row_len, std::move(inner)));
     }
-    // Makes y (an f64 value of the row op) the row op's result in `ph` and stores outputs.
+    // Makes y (a value of the row op, in the statistics type) the row op's result in `ph`
+    // and stores outputs.
     void write(Phase& ph, const ExprRef& y) {
         const Type ct = compute_type(L.node(row).type.dtype);
         const int t = L.new_temp(ct);
@@ -99,17 +106,17 @@ private:
     }
 
     void softmax(bool log) {
-        const int mx = init_temp(Type::f64, f64(-std::numeric_limits<double>::infinity()));
-        const ExprRef m = temp(mx, Type::f64);
-        // mx = v > mx ? v : mx (a NaN never becomes the max, but makes the whole row NaN).
-        pass([&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, select(binary(BinaryOp::gt, v, m), v, m))); });
-        const int sum = init_temp(Type::f64, f64(0.0));
-        const ExprRef s = temp(sum, Type::f64);
+        const int mx = init_temp(st_, sc(-std::numeric_limits<double>::infinity()));
+        const ExprRef m = temp(mx, st_);
+        // mx = max(mx, v): a NaN propagates and makes the whole row NaN, as in the interpreter.
+        pass([&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v))); });
+        const int sum = init_temp(st_, sc(0.0));
+        const ExprRef s = temp(sum, st_);
         pass([&](Phase& ph, const ExprRef& v) {
             ph.out->push_back(assign(sum, binary(BinaryOp::add, s, unary(UnaryOp::exp, binary(BinaryOp::sub, v, m)))));
         });
         ExprRef ls;
-        if (log) ls = temp(init_temp(Type::f64, unary(UnaryOp::log, s)), Type::f64);
+        if (log) ls = temp(init_temp(st_, unary(UnaryOp::log, s)), st_);
         pass([&](Phase& ph, const ExprRef& v) {
             ExprRef d = binary(BinaryOp::sub, v, m);
             write(ph, log ? binary(BinaryOp::sub, d, ls) : binary(BinaryOp::div, unary(UnaryOp::exp, d), s));
@@ -117,37 +124,37 @@ private:
     }
 
     void norm(bool rms) {
-        const ExprRef count = cast(Type::f64, row_len);
-        const int sum = init_temp(Type::f64, f64(0.0));
-        const ExprRef s = temp(sum, Type::f64);
+        const ExprRef count = cast(st_, row_len);
+        const int sum = init_temp(st_, sc(0.0));
+        const ExprRef s = temp(sum, st_);
         pass([&](Phase& ph, const ExprRef& v) {
             ph.out->push_back(assign(sum, binary(BinaryOp::add, s, rms ? binary(BinaryOp::mul, v, v) : v)));
         });
-        ExprRef mean = f64(0.0), var;
+        ExprRef mean = sc(0.0), var;
         if (rms) {
-            var = temp(init_temp(Type::f64, binary(BinaryOp::div, s, count)), Type::f64);
+            var = temp(init_temp(st_, binary(BinaryOp::div, s, count)), st_);
         } else {
-            mean = temp(init_temp(Type::f64, binary(BinaryOp::div, s, count)), Type::f64);
-            const int acc = init_temp(Type::f64, f64(0.0));
-            const ExprRef a = temp(acc, Type::f64);
+            mean = temp(init_temp(st_, binary(BinaryOp::div, s, count)), st_);
+            const int acc = init_temp(st_, sc(0.0));
+            const ExprRef a = temp(acc, st_);
             pass([&](Phase& ph, const ExprRef& v) {
-                const int c = L.new_temp(Type::f64);
+                const int c = L.new_temp(st_);
                 ph.out->push_back(assign(c, binary(BinaryOp::sub, v, mean)));
-                const ExprRef ce = temp(c, Type::f64);
+                const ExprRef ce = temp(c, st_);
                 ph.out->push_back(assign(acc, binary(BinaryOp::add, a, binary(BinaryOp::mul, ce, ce))));
             });
-            var = temp(init_temp(Type::f64, binary(BinaryOp::div, a, count)), Type::f64);
+            var = temp(init_temp(st_, binary(BinaryOp::div, a, count)), st_);
         }
         const double eps = L.node(row).attrs.f("eps");
         const ExprRef inv = temp(
-            init_temp(Type::f64, binary(BinaryOp::div, f64(1.0), unary(UnaryOp::sqrt, binary(BinaryOp::add, var, f64(eps))))),
-            Type::f64);
+            init_temp(st_, binary(BinaryOp::div, sc(1.0), unary(UnaryOp::sqrt, binary(BinaryOp::add, var, sc(eps))))),
+            st_);
         const auto& in = L.node(row).inputs;
         pass([&](Phase& ph, const ExprRef& v) {
-            // ((v - mean) * inv) * gamma + beta, in f64 like the interpreter.
+            // ((v - mean) * inv) * gamma + beta, in the statistics type.
             ExprRef y = binary(BinaryOp::mul, binary(BinaryOp::mul, rms ? v : binary(BinaryOp::sub, v, mean), inv),
-                               cast(Type::f64, L.value(in[1], ph)));
-            if (!rms) y = binary(BinaryOp::add, y, cast(Type::f64, L.value(in[2], ph)));
+                               cast(st_, L.value(in[1], ph)));
+            if (!rms) y = binary(BinaryOp::add, y, cast(st_, L.value(in[2], ph)));
             write(ph, y);
         });
     }
