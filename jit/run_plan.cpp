@@ -36,8 +36,25 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
     }
 }
 
+// The caller's tensor for graph output value `v`, when it can be written directly: dense,
+// and sharing no storage with an input (compiled kernels assume buffers do not alias).
+const Tensor* caller_buffer(const ir::Graph& graph, std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs,
+                            ir::ValueId v) {
+    if (caller_outputs.empty()) return nullptr;
+    for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
+        if (graph.outputs[i] != v) continue;
+        const Tensor& c = caller_outputs[i];
+        if (!c.is_contiguous()) return nullptr;
+        for (const Tensor& in : inputs)
+            if (in.shares_storage(c)) return nullptr;
+        return &c;
+    }
+    return nullptr;
+}
+
 void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, const ir::Graph& graph,
-                  const ShapePlan& sp, std::vector<Tensor>& values, const std::vector<std::int64_t>& params) {
+                  const ShapePlan& sp, std::vector<Tensor>& values, const std::vector<std::int64_t>& params,
+                  std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs) {
     std::vector<Tensor> keep;  // dense copies of strided inputs live until the kernel returns
     std::vector<void*> buffers;
     buffers.reserve(g.inputs.size() + g.outputs.size());
@@ -51,6 +68,11 @@ void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::
         }
     }
     for (auto out : g.outputs) {
+        if (const Tensor* c = caller_buffer(graph, inputs, caller_outputs, out)) {
+            buffers.push_back(c->data());
+            values[static_cast<std::size_t>(out)] = *c;
+            continue;
+        }
         Tensor t = Tensor::empty(sp.shapes[static_cast<std::size_t>(out)], graph.nodes[static_cast<std::size_t>(out)].type.dtype);
         buffers.push_back(t.data());
         values[static_cast<std::size_t>(out)] = std::move(t);
@@ -69,7 +91,8 @@ void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::
 }  // namespace
 
 std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                               profiling::FunctionProfile* profile, int* max_tier) {
+                               profiling::FunctionProfile* profile, int* max_tier,
+                               std::span<const Tensor> caller_outputs) {
     const ir::Graph& g = *plan.graph;
     std::vector<Tensor> values(g.nodes.size());
     for (std::size_t i = 0; i < g.inputs.size(); ++i) values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
@@ -99,7 +122,7 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
             std::shared_ptr<const CodeSet> code = gr.code();
             if (!code->versions.empty()) {
                 if (const CompiledVersion* v = TierManager::select(*code, params.data())) {
-                    run_compiled(*v, *gr.kernel, group, g, sp, values, params);
+                    run_compiled(*v, *gr.kernel, group, g, sp, values, params, inputs, caller_outputs);
                     top = std::max(top, v->tier);
                     gr.calls_compiled.fetch_add(1, std::memory_order_relaxed);
                     done = true;

@@ -7,8 +7,11 @@
 
 namespace kiln::jit {
 
-// `max_tier` receives the highest tier any group ran on.
+// `max_tier` receives the highest tier any group ran on. `caller_outputs` (may be empty):
+// the caller's output tensors, already checked for shape and dtype; compiled groups write
+// graph outputs straight into the contiguous ones (the returned tensor is then the caller's).
 std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                               profiling::FunctionProfile* profile, int* max_tier);
+                               profiling::FunctionProfile* profile, int* max_tier,
+                               std::span<const Tensor> caller_outputs = {});
 
 }  // namespace kiln::jit

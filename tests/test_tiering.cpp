@@ -173,6 +173,31 @@ TEST_CASE("tiering: one call mixes compiled and interpreted groups") {
     CHECK(s.calls_by_tier[2] >= 1);
 }
 
+TEST_CASE("tiering: run() writes compiled outputs into the caller's buffers, in place or not") {
+    Graph g = trace("inplace", {arg("x", DType::f32, {dyn("N")})}, [](const std::vector<Var>& in) { return tanh(in[0]) * 2.0; });
+    Function fj = Engine(jit_options()).load(g);
+    Function fi = Engine(interp_options()).load(g);
+    Tensor x = Tensor::randn({1000}, 1);
+    Tensor want = fi({x})[0];
+    for (int i = 0; i < 4; ++i) {
+        std::vector<Tensor> in{x}, out{Tensor::zeros({1000})};
+        fj.run(in, out);
+        CHECK(max_rel_diff(out[0], want) < 1e-6);
+    }
+    REQUIRE(fj.stats().calls_by_tier[2] >= 1);
+    // The output aliases the input: the result must still be right.
+    Tensor y = x.clone();
+    std::vector<Tensor> in{y}, out{y};
+    fj.run(in, out);
+    CHECK(max_rel_diff(y, want) < 1e-6);
+    // A strided output buffer.
+    Tensor big = Tensor::zeros({1000, 2});
+    std::vector<Tensor> in2{x}, out2{big.slice(1, 0, 1).squeeze(1)};
+    CHECK(!out2[0].is_contiguous());
+    fj.run(in2, out2);
+    CHECK(max_rel_diff(big.slice(1, 0, 1).squeeze(1), want) < 1e-6);
+}
+
 // ---- differential: random graphs on random shapes, tier 2 against the interpreter ----
 namespace {
 

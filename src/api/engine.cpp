@@ -56,9 +56,10 @@ std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
     }
 }
 
-std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp) {
+std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
+                                               std::span<const Tensor> caller_outputs) {
     int tier = 0;
-    std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier);
+    std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier, caller_outputs);
     profile.record_call(sp.input_shapes, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -159,12 +160,15 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     }
     std::vector<Tensor> res;
     try {
-        res = f.call_planned(inputs, *sp);
+        res = f.call_planned(inputs, *sp, std::span<const Tensor>(outputs.data(), outputs.size()));
     } catch (const Error&) {
         f.failed_calls.fetch_add(1, std::memory_order_relaxed);
         throw;
     }
-    for (std::size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_from(res[i]);
+    // Compiled groups wrote some outputs in place; copy the others.
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        if (!(res[i].shares_storage(outputs[i]) && res[i].data() == outputs[i].data() && res[i].strides() == outputs[i].strides()))
+            outputs[i].copy_from(res[i]);
 }
 
 void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {

@@ -33,7 +33,8 @@ public:
 
     std::vector<Tensor> call(std::span<const Tensor> inputs);
     // A call whose inputs were checked and whose shapes were planned.
-    std::vector<Tensor> call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp);
+    std::vector<Tensor> call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
+                                     std::span<const Tensor> caller_outputs = {});
     // The shape plan for these input shapes: cached, or made (and cached while there is room).
     std::shared_ptr<const jit::ShapePlan> shape_plan(const std::vector<Shape>& shapes);
     FunctionStats stats() const;

@@ -1,5 +1,6 @@
 #include <kiln/tensor.h>
 
+#include "src/core/allocator.h"
 #include "src/core/element.h"
 #include "src/core/storage.h"
 #include "src/core/strided.h"
@@ -26,10 +27,7 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
                     "device: expected cpu, got " << device.to_string()
                                                  << " (this build runs kernels on the CPU only)");
     auto s = std::make_shared<Storage>();
-    if (bytes >= kAlignedThreshold)
-        s->ptr = ::operator new((bytes + 63) / 64 * 64, std::align_val_t(64));
-    else
-        s->ptr = ::operator new(std::max<std::size_t>(bytes, 1));
+    s->ptr = core::host_alloc(bytes, &s->capacity);
     s->bytes = bytes;
     s->device = device;
     s->owned = true;
@@ -37,12 +35,8 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
 }
 
 Storage::~Storage() {
-    if (owned) {
-        if (bytes >= kAlignedThreshold) ::operator delete(ptr, std::align_val_t(64));
-        else ::operator delete(ptr);
-    } else if (deleter) {
-        deleter(ptr);
-    }
+    if (owned) core::host_free(ptr, capacity);
+    else if (deleter) deleter(ptr);
 }
 }  // namespace detail
 

@@ -1,0 +1,97 @@
+#include "src/core/allocator.h"
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace kiln::core {
+namespace {
+
+constexpr std::size_t kAligned = 1024;  // blocks from here on are 64-byte aligned
+
+struct Block {
+    void* p;
+    std::size_t capacity;
+};
+
+struct Cache {
+    std::mutex mu;
+    std::vector<Block> blocks;
+    std::size_t bytes = 0;
+};
+Cache& cache() {
+    static Cache* c = new Cache();  // never destroyed: frees during static destruction stay safe
+    return *c;
+}
+
+void raw_free(void* p, std::size_t capacity) {
+    if (capacity >= kAligned) ::operator delete(p, std::align_val_t(64));
+    else ::operator delete(p);
+}
+
+// Large sizes are rounded up to 64 KiB so that nearby sizes share blocks.
+std::size_t round_capacity(std::size_t bytes) {
+    if (bytes < kAligned) return std::max<std::size_t>(bytes, 1);
+    if (bytes < kLargeBlock) return (bytes + 63) / 64 * 64;
+    constexpr std::size_t g = std::size_t{64} << 10;
+    return (bytes + g - 1) / g * g;
+}
+
+}  // namespace
+
+void* host_alloc(std::size_t bytes, std::size_t* capacity) {
+    std::size_t cap = round_capacity(bytes);
+    if (cap >= kLargeBlock) {
+        Cache& c = cache();
+        std::lock_guard<std::mutex> lock(c.mu);
+        // The smallest cached block that fits and wastes at most a quarter.
+        auto best = c.blocks.end();
+        for (auto it = c.blocks.begin(); it != c.blocks.end(); ++it)
+            if (it->capacity >= cap && it->capacity <= cap + cap / 4 && (best == c.blocks.end() || it->capacity < best->capacity))
+                best = it;
+        if (best != c.blocks.end()) {
+            Block b = *best;
+            c.blocks.erase(best);
+            c.bytes -= b.capacity;
+            *capacity = b.capacity;
+            return b.p;
+        }
+    }
+    *capacity = cap;
+    if (cap >= kAligned) return ::operator new(cap, std::align_val_t(64));
+    return ::operator new(cap);
+}
+
+void host_free(void* p, std::size_t capacity) {
+    if (capacity >= kLargeBlock) {
+        Cache& c = cache();
+        std::unique_lock<std::mutex> lock(c.mu);
+        if (c.blocks.size() < kMaxCachedBlocks && c.bytes + capacity <= kMaxCachedBytes) {
+            c.blocks.push_back({p, capacity});
+            c.bytes += capacity;
+            return;
+        }
+        lock.unlock();
+    }
+    raw_free(p, capacity);
+}
+
+void host_trim() {
+    Cache& c = cache();
+    std::vector<Block> blocks;
+    {
+        std::lock_guard<std::mutex> lock(c.mu);
+        blocks.swap(c.blocks);
+        c.bytes = 0;
+    }
+    for (const Block& b : blocks) raw_free(b.p, b.capacity);
+}
+
+std::size_t host_cached_bytes() {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    return c.bytes;
+}
+
+}  // namespace kiln::core

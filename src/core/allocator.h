@@ -1,0 +1,23 @@
+#pragma once
+// Host memory for tensors. Small blocks come from the C++ allocator. Large blocks (>= 1 MiB)
+// are 64-byte aligned and, when freed, kept in a small bounded cache for reuse: a large
+// buffer that is allocated and freed on every call (an output, an intermediate) then keeps
+// its pages mapped instead of paying page faults on each call. The cache holds at most
+// kMaxCachedBytes; it is process-wide and thread-safe.
+#include <cstddef>
+
+namespace kiln::core {
+
+inline constexpr std::size_t kLargeBlock = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxCachedBytes = std::size_t{512} << 20;
+inline constexpr std::size_t kMaxCachedBlocks = 32;
+
+// Returns a block of at least `bytes` (64-byte aligned when bytes >= 1 KiB). `*capacity`
+// receives the size to pass back to release().
+void* host_alloc(std::size_t bytes, std::size_t* capacity);
+void host_free(void* p, std::size_t capacity);
+// Drops every cached block (tests; memory pressure).
+void host_trim();
+std::size_t host_cached_bytes();
+
+}  // namespace kiln::core
