@@ -111,6 +111,11 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     KILN_USER_CHECK(options.device == "auto" || options.device == "cpu",
                     "KILN_DEVICE='" << options.device << "': this build has no " << options.device
                                     << " backend; expected auto or cpu");
+    if (!options.dump.empty()) {  // dump files of every kind go here; create it once
+        std::error_code ec;
+        std::filesystem::create_directories(options.dump_dir, ec);
+        if (ec) support::log().warn("KILN_DUMP_DIR={}: cannot create it: {}", options.dump_dir, ec.message());
+    }
     tier2 = jit::make_tier2(options);
     support::log().debug("engine created: {}", options.to_string());
 }
