@@ -82,6 +82,8 @@ void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::
     std::int64_t work = 1;
     for (auto d : sp.shapes[static_cast<std::size_t>(g.outputs[0])]) work *= d;
     std::int64_t per_outer = std::max<std::int64_t>(1, work / extent);
+    // A matmul kernel does K multiply-adds per output element.
+    if (k.matmul) per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, params.data()));
     tiers::KernelFn fn = v.code->entry();
     void* const* bufs = buffers.data();
     const std::int64_t* ps = params.data();

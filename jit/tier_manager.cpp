@@ -20,7 +20,8 @@ constexpr int kMaxFailures = 3;
 }  // namespace
 
 GroupRuntime::GroupRuntime(const ir::Graph& g, passes::Group grp) : group(std::move(grp)) {
-    if (group.kind == passes::GroupKind::elementwise || group.kind == passes::GroupKind::row_reduction)
+    if (group.kind == passes::GroupKind::elementwise || group.kind == passes::GroupKind::row_reduction ||
+        group.kind == passes::GroupKind::matmul)
         kernel = kir::lower(g, group, &lower_failure);
     else
         lower_failure = "group kind is not lowered to kernel IR yet";

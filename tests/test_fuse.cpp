@@ -57,8 +57,20 @@ void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
             for (auto in : g.nodes[static_cast<std::size_t>(v)].inputs)
                 if (p.group_of[static_cast<std::size_t>(in)] != static_cast<int>(gi))
                     CHECK(std::find(gr.inputs.begin(), gr.inputs.end(), in) != gr.inputs.end());
-        if (gr.kind == GroupKind::matmul || gr.kind == GroupKind::conv || gr.kind == GroupKind::opaque)
-            CHECK(gr.nodes.size() == 1);
+        if (gr.kind == GroupKind::conv || gr.kind == GroupKind::opaque) CHECK(gr.nodes.size() == 1);
+        if (gr.kind == GroupKind::matmul) {
+            // The matmul, then a chain of elementwise nodes of its shape, each reading the
+            // previous one, which nothing else reads; one output, the last node.
+            CHECK(g.nodes[static_cast<std::size_t>(gr.nodes.front())].op == kiln::ir::Op::matmul);
+            REQUIRE(gr.outputs.size() == 1);
+            CHECK(gr.outputs.front() == gr.nodes.back());
+            for (std::size_t i = 1; i < gr.nodes.size(); ++i) {
+                const auto& nd = g.nodes[static_cast<std::size_t>(gr.nodes[i])];
+                CHECK(kiln::ir::is_elementwise(nd.op));
+                CHECK(nd.type.dims == g.nodes[static_cast<std::size_t>(gr.nodes.front())].type.dims);
+                CHECK(std::find(nd.inputs.begin(), nd.inputs.end(), gr.nodes[i - 1]) != nd.inputs.end());
+            }
+        }
         if (gr.kind == GroupKind::row_reduction)
             CHECK(std::count_if(gr.nodes.begin(), gr.nodes.end(), [&](auto v) {
                       return kiln::passes::is_row_op(g.nodes[static_cast<std::size_t>(v)]);
@@ -96,7 +108,7 @@ std::vector<std::string> op_names(const kiln::ir::Graph& g, const kiln::passes::
 
 }  // namespace
 
-TEST_CASE("fuse: an MLP gives matmul groups, a bias+relu group and a bias+softmax row group") {
+TEST_CASE("fuse: an MLP gives a matmul+bias+relu group, a matmul group and a bias+softmax row group") {
     kiln::Tensor W1 = kiln::Tensor::randn({16, 8}, 1), b1 = kiln::Tensor::zeros({8});
     kiln::Tensor W2 = kiln::Tensor::randn({8, 4}, 2), b2 = kiln::Tensor::zeros({4});
     kiln::Graph kg = kiln::trace("mlp", {kiln::arg("x", DType::f32, {kiln::dyn("batch"), 16})},
@@ -107,13 +119,17 @@ TEST_CASE("fuse: an MLP gives matmul groups, a bias+relu group and a bias+softma
     const auto& g = ir_of(kg);
     Partition p = kiln::passes::partition(g);
     check_invariants(g, p);
-    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::matmul, GroupKind::elementwise, GroupKind::matmul,
-                                                GroupKind::row_reduction});
-    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"add", "relu"});
-    CHECK(op_names(g, p.groups[3]) == std::vector<std::string>{"add", "softmax"});
-    CHECK(p.groups[3].name == "g3.softmax");
-    CHECK(p.groups[1].outputs.size() == 1);
-    CHECK(p.groups[1].inputs.size() == 2);  // the matmul result and b1
+    // The first bias + relu is the first matmul's epilogue; the second bias is reserved by
+    // the softmax (a row op absorbs the producers of its operand), so the second matmul
+    // stays alone.
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::matmul, GroupKind::matmul, GroupKind::row_reduction});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"matmul", "add", "relu"});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"matmul"});
+    CHECK(op_names(g, p.groups[2]) == std::vector<std::string>{"add", "softmax"});
+    CHECK(p.groups[2].name == "g2.softmax");
+    CHECK(p.groups[0].name == "g0.matmul_add_relu");
+    CHECK(p.groups[0].outputs.size() == 1);
+    CHECK(p.groups[0].inputs.size() == 3);  // x, W1 and b1
     // Deterministic.
     Partition q = kiln::passes::partition(g);
     REQUIRE(q.groups.size() == p.groups.size());
@@ -171,7 +187,7 @@ TEST_CASE("fuse: a value used by two groups is materialised; producers with othe
     CHECK(rows == 2);
 }
 
-TEST_CASE("fuse: joins that would close a cycle through a matmul are refused") {
+TEST_CASE("fuse: a residual add read from an earlier group joins the matmul's epilogue") {
     kiln::Tensor W = kiln::Tensor::randn({8, 8}, 3);
     kiln::Graph kg = kiln::trace("cycle", {kiln::arg("x", DType::f32, {4, 8})},
                                  [&](const std::vector<Var>& in) -> std::vector<Var> {
@@ -182,8 +198,56 @@ TEST_CASE("fuse: joins that would close a cycle through a matmul are refused") {
     const auto& g = ir_of(kg);
     Partition p = kiln::passes::partition(g);
     check_invariants(g, p);
-    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise, GroupKind::matmul, GroupKind::elementwise});
-    CHECK(op_names(g, p.groups[2]) == std::vector<std::string>{"add", "tanh"});
+    // a + m joins m's group (a is materialised by its own group), so no cycle can form.
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise, GroupKind::matmul});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"matmul", "add", "tanh"});
+    CHECK(p.groups[0].outputs.size() == 1);
+}
+
+TEST_CASE("fuse: matmul epilogues stop at a shared result, a graph output, or a growing broadcast") {
+    kiln::Tensor W = kiln::Tensor::randn({8, 6}, 3), b = kiln::Tensor::randn({6}, 4), b2 = kiln::Tensor::randn({1, 6}, 5);
+    kiln::Graph kg = kiln::trace(
+        "epi", {kiln::arg("x", DType::f32, {kiln::dyn("n"), 8}), kiln::arg("r", DType::f32, {kiln::dyn("n"), 6}),
+                kiln::arg("big", DType::f32, {3, kiln::dyn("n"), 6})},
+        [&](const std::vector<Var>& in) -> std::vector<Var> {
+            // 1: bias, gelu, clamp, residual, scalar: one group.
+            Var y1 = kiln::clamp(kiln::gelu(kiln::matmul(in[0], W) + b2), -1.0, 1.0) + in[1] * 0.5;
+            // 2: the matmul result is read twice: the matmul stays alone.
+            Var m2 = kiln::matmul(in[0], W);
+            Var y2 = kiln::relu(m2) + kiln::sigmoid(m2);
+            // 3: bias then an output in the middle of the chain: the chain stops at the output.
+            Var h3 = kiln::matmul(in[0], W) + b;
+            Var y3 = kiln::tanh(h3);
+            // 4: a broadcast that grows the shape does not join.
+            Var y4 = kiln::silu(kiln::matmul(in[0], W) * in[2]);
+            return {y1, y2, h3, y3, y4};
+        });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    std::vector<std::vector<std::string>> mm;
+    for (const auto& gr : p.groups)
+        if (gr.kind == GroupKind::matmul) mm.push_back(op_names(g, gr));
+    REQUIRE(mm.size() == 4);
+    CHECK(mm[0] == std::vector<std::string>{"matmul", "add", "gelu", "clamp", "add"});
+    CHECK(mm[1] == std::vector<std::string>{"matmul"});
+    CHECK(mm[2] == std::vector<std::string>{"matmul", "add"});
+    CHECK(mm[3] == std::vector<std::string>{"matmul"});
+}
+
+TEST_CASE("fuse: batched matmul with a broadcast weight takes its epilogue") {
+    kiln::Tensor W = kiln::Tensor::randn({5, 7}, 3, DType::f64), b = kiln::Tensor::randn({7}, 4, DType::f64);
+    kiln::Graph kg = kiln::trace("bmm", {kiln::arg("x", DType::f64, {2, kiln::dyn("s"), 5})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     return {kiln::relu(kiln::matmul(in[0], W) + b)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(p.groups.size() == 1);
+    const auto& last = p.groups.back();
+    CHECK(last.kind == GroupKind::matmul);
+    CHECK(op_names(g, last) == std::vector<std::string>{"matmul", "add", "relu"});
 }
 
 TEST_CASE("fuse: broadcasting chains, internal smaller values, and outputs of one shape") {

@@ -85,8 +85,10 @@ std::string hammer(const kiln::Function& f, const std::map<std::int64_t, Tensor>
                         report("thread " + std::to_string(t) + " batch " + std::to_string(b) + ": wrong output count");
                         continue;
                     }
+                    // 1e-5: the compiled matmul (blocked, FMA) rounds differently from the
+                    // interpreter that computed `want`; a race would give garbage instead.
                     for (std::size_t k = 0; k < got.size(); ++k)
-                        if (!ref::same_values(got[k], want[k], 1e-6))
+                        if (!ref::same_values(got[k], want[k], 1e-5))
                             report("thread " + std::to_string(t) + " iter " + std::to_string(i) + " batch " +
                                    std::to_string(b) + ": output " + std::to_string(k) + " differs");
                 } catch (const std::exception& e) {
@@ -131,7 +133,7 @@ void run_threads_case(kiln::Engine& engine) {
         CAPTURE(b);
         auto again = f({inputs[b]});
         REQUIRE(again.size() == 2);
-        CHECK(ref::same_values(again[0], expected[b][0], 1e-6));
+        CHECK(ref::same_values(again[0], expected[b][0], 1e-5));
         CHECK(ref::same_values(again[1], expected[b][1], 0));
     }
 }

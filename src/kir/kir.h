@@ -125,6 +125,46 @@ struct ParamSource {
     int dim = 0;
 };
 
+// A structured description of a matmul group's kernel (a contraction plus its epilogue),
+// attached to the plain loop nest so that a backend may replace the naive loops with a
+// blocked GEMM. The loop nest alone is complete and correct (kir::evaluate and any naive
+// backend run it and ignore the hint); a backend that uses the hint must compute the same
+// values (within the float tolerance of a reordered sum). The nest it describes:
+//
+//   for outer in [0, batch * blocks)              blocks = (m + row_block - 1) / row_block
+//     for v<batch_var> in [outer / blocks, outer / blocks + 1):          (the batch index)
+//       for v<row_var> in [(outer % blocks) * row_block, min(... + row_block, m)):
+//         for v<col_var> in [0, n):
+//           t<acc_temp> = 0
+//           for vk in [0, k):
+//             t<acc_temp> = t<acc_temp> + b<a>[a_offset + row * k + vk] * b<b>[b_offset + vk * n + col]
+//           <epilogue>
+//
+// i.e. one outer index is one block of `row_block` rows of one batch entry (the runtime's
+// thread split parallelises over row blocks). A is dense row-major [m, k] at element offset
+// `a_offset` of buffer `a`, B dense row-major [k, n] at `b_offset` of buffer `b` (no
+// transposition: a transposed operand is materialised by an earlier group); both have type
+// `type` (f32 or f64), which is also the accumulator's type. `a_offset` and `b_offset` are
+// index expressions of params and the loop variable `batch_var` (broadcast batch dims give
+// stride 0). `m`, `n`, `k`, `batch` are index expressions of constants and params (as the
+// extent). `epilogue` is the statements that follow the k loop: they read the dot product
+// from temp `acc_temp` and the loop variables batch_var / row_var / col_var, compute the
+// fused elementwise chain (bias, activation, residual, ...) and end with the store of the
+// group's output element; they are exactly the statements of the loop nest (shared), so
+// a backend evaluates them once per output element with the accumulator in hand (e.g. on
+// a register tile) instead of running the naive loops.
+struct MatmulHint {
+    int a = -1, b = -1;     // input buffers of the A and B operands
+    int out = -1;           // the output buffer the epilogue stores to
+    Type type = Type::f32;  // element and accumulator type (f32 or f64)
+    ExprRef m, n, k;        // rows of A and C, columns of B and C, the contracted dim
+    ExprRef batch;          // product of C's batch dims (1 for 2-D)
+    std::int64_t row_block = 1;
+    int batch_var = -1, row_var = -1, col_var = -1, acc_temp = -1;
+    ExprRef a_offset, b_offset;
+    std::vector<StmtRef> epilogue;
+};
+
 struct Kernel {
     std::string name;
     std::vector<Buffer> buffers;          // group inputs first, then outputs
@@ -134,6 +174,7 @@ struct Kernel {
     int num_vars = 0;                     // loop variables 0 .. num_vars-1
     ExprRef extent;                       // of the outer index, in params
     std::vector<StmtRef> body;            // run once per outer index
+    std::optional<MatmulHint> matmul;     // matmul groups: what the body computes (above)
 };
 
 // Values bound to params (nullopt: left as a run-time argument).

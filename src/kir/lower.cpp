@@ -340,17 +340,18 @@ std::optional<Kernel> lower(const ir::Graph& g, const passes::Group& group, std:
         return std::nullopt;
     };
     switch (group.kind) {
-    case passes::GroupKind::matmul: return fail("matmul groups are not lowered yet");
     case passes::GroupKind::conv: return fail("conv groups are not lowered yet");
     case passes::GroupKind::opaque:
         return fail("opaque groups (" + std::string(ir::op_name(g.nodes[static_cast<std::size_t>(group.nodes.front())].op)) +
                     ") are not lowered");
     case passes::GroupKind::elementwise:
-    case passes::GroupKind::row_reduction: break;
+    case passes::GroupKind::row_reduction:
+    case passes::GroupKind::matmul: break;
     }
     try {
         detail::Lowering L(g, group);
         if (group.kind == passes::GroupKind::elementwise) detail::lower_elementwise(L);
+        else if (group.kind == passes::GroupKind::matmul) detail::lower_matmul(L);
         else detail::lower_row(L);
         verify(L.k);
         return std::move(L.k);

@@ -2,7 +2,7 @@
 // Lowering of a fusion group (passes::Group) into one KIR kernel.
 //
 // Requires: `group` comes from passes::partition(g) (so its invariants hold, see fuse.h).
-// Ensures: for elementwise and row_reduction groups, a kernel that kir::verify accepts and
+// Ensures: for elementwise, row_reduction and matmul groups, a kernel that kir::verify accepts and
 // that, run over [0, eval_index(extent, params)), writes every group output exactly as the
 // interpreter would compute it (within dtype tolerance: fused f16/bf16 intermediates stay
 // in f32 instead of being rounded to 16 bits between ops), for every run-time shape the
@@ -28,6 +28,12 @@
 //   fused consumers. Statistics are computed like the interpreter: in f64 for softmax,
 //   log_softmax, layer_norm, rms_norm, and for floating sum/mean; integer sums wrap in i64;
 //   max/min in the compute type.
+// - matmul: f32/f64 (2-D, batched with broadcast batch dims, 1-D operands) and its fused
+//   epilogue chain, as the loop nest documented with kir::MatmulHint (kir.h): the outer
+//   index is a block of rows of one batch entry, loops over columns and k accumulate in a
+//   temporary of the operands' type (f32 accumulates in f32, like the interpreter), the
+//   epilogue computes the chain and stores; the hint describes it for blocked backends.
+//   f16/bf16 and integer matmuls are not lowered;
 // Not checked by the kernel (the caller guards, as the interpreter raises errors there):
 // gamma/beta sizes equal to the normalised dim; max/min over a zero-length row (the kernel
 // then writes -inf/+inf or the integer type's limit where the interpreter throws).

@@ -83,5 +83,6 @@ private:
 
 void lower_elementwise(Lowering& L);
 void lower_row(Lowering& L);
+void lower_matmul(Lowering& L);  // lower_matmul.cpp
 
 }  // namespace kiln::kir::detail

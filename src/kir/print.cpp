@@ -150,6 +150,28 @@ std::string print(const Kernel& k) {
     else os << "?";
     os << "):\n";
     print_stmts(os, k.body, 4);
+    if (k.matmul) {
+        const MatmulHint& h = *k.matmul;
+        auto e = [&](const ExprRef& x) {
+            if (x) print_expr(os, *x);
+            else os << "?";
+        };
+        os << "  matmul hint: " << type_name(h.type) << " A b" << h.a << " B b" << h.b << " -> b" << h.out << ", m ";
+        e(h.m);
+        os << ", n ";
+        e(h.n);
+        os << ", k ";
+        e(h.k);
+        os << ", batch ";
+        e(h.batch);
+        os << ", rows per outer " << h.row_block << "\n    batch v" << h.batch_var << ", row v" << h.row_var << ", col v"
+           << h.col_var << ", acc t" << h.acc_temp << ", A offset ";
+        e(h.a_offset);
+        os << ", B offset ";
+        e(h.b_offset);
+        os << "\n    epilogue:\n";
+        print_stmts(os, h.epilogue, 6);
+    }
     return os.str();
 }
 

@@ -45,6 +45,7 @@ public:
         in_extent_ = false;
         check(k_.extent->type == Type::index, "the extent is not an index expression");
         stmts(k_.body);
+        if (k_.matmul) hint(*k_.matmul);
     }
 
 private:
@@ -121,6 +122,51 @@ private:
         case ExprKind::Cast: arity(1); break;
         }
         for (const ExprRef& a : e.args) expr(*a);
+    }
+
+    // The matmul hint: buffers and types, extents of params only, offsets of the batch
+    // variable only, and the epilogue with the batch/row/col variables bound and the
+    // accumulator assigned.
+    void hint(const MatmulHint& h) {
+        check(h.type == Type::f32 || h.type == Type::f64, "matmul hint: the type is not f32 or f64");
+        auto input = [&](int b, const char* what) {
+            check(b >= 0 && static_cast<std::size_t>(b) < k_.buffers.size() && !k_.buffers[static_cast<std::size_t>(b)].output &&
+                      compute_type(k_.buffers[static_cast<std::size_t>(b)].dtype) == h.type &&
+                      k_.buffers[static_cast<std::size_t>(b)].dtype != DType::f16 &&
+                      k_.buffers[static_cast<std::size_t>(b)].dtype != DType::bf16,
+                  std::string("matmul hint: ") + what + " is not an input buffer of the hint's type");
+        };
+        input(h.a, "A");
+        input(h.b, "B");
+        check(h.out >= 0 && static_cast<std::size_t>(h.out) < k_.buffers.size() && k_.buffers[static_cast<std::size_t>(h.out)].output,
+              "matmul hint: out is not an output buffer");
+        check(h.row_block >= 1, "matmul hint: row_block < 1");
+        for (const ExprRef* e : {&h.m, &h.n, &h.k, &h.batch}) {
+            check(*e != nullptr, "matmul hint: a missing extent");
+            in_extent_ = true;
+            expr(**e);
+            in_extent_ = false;
+            check((*e)->type == Type::index, "matmul hint: an extent is not index");
+        }
+        const int vars[] = {h.batch_var, h.row_var, h.col_var};
+        for (int v : vars) check(v >= 0 && v < k_.num_vars, "matmul hint: a loop variable out of range");
+        check(h.batch_var != h.row_var && h.batch_var != h.col_var && h.row_var != h.col_var,
+              "matmul hint: batch, row and col variables must differ");
+        check(h.acc_temp >= 0 && static_cast<std::size_t>(h.acc_temp) < k_.temps.size() &&
+                  k_.temps[static_cast<std::size_t>(h.acc_temp)] == h.type,
+              "matmul hint: the accumulator is not a temp of the hint's type");
+        std::fill(bound_.begin(), bound_.end(), false);
+        std::fill(assigned_.begin(), assigned_.end(), false);
+        bound_[static_cast<std::size_t>(h.batch_var)] = true;
+        for (const ExprRef* e : {&h.a_offset, &h.b_offset}) {
+            check(*e != nullptr && (*e)->type == Type::index, "matmul hint: an offset is missing or not index");
+            expr(**e);
+        }
+        bound_[static_cast<std::size_t>(h.row_var)] = bound_[static_cast<std::size_t>(h.col_var)] = true;
+        assigned_[static_cast<std::size_t>(h.acc_temp)] = true;
+        check(!h.epilogue.empty(), "matmul hint: an empty epilogue");
+        stmts(h.epilogue);
+        std::fill(bound_.begin(), bound_.end(), false);
     }
 
     void stmts(const std::vector<StmtRef>& body) {

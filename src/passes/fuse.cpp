@@ -3,8 +3,10 @@
 //    operand's shape and feed only the row op (decided from the last producer backwards);
 // 2. one pass in topological order places every needed node: a row op opens a group with
 //    its reserved producers; matmul, conv and other ops open a group of their own; an
-//    elementwise node joins the group of a row op whose result (or fused consumer) it
-//    reads, else merges with the elementwise groups of its operands, else opens one.
+//    elementwise node extends a matmul group's epilogue chain when it reads the chain's
+//    tail and nothing else does, else joins the group of a row op whose result (or fused
+//    consumer) it reads, else merges with the elementwise groups of its operands, else
+//    opens one.
 //    Every join is checked for shape consistency and for cycles in the group graph;
 // 3. groups are ordered topologically (smallest first node first) and their inputs and
 //    outputs are collected.
@@ -163,6 +165,23 @@ private:
         return true;
     }
 
+    // Can elementwise node `v` extend the epilogue of matmul group `gi`? It must read the
+    // group's last node (the chain's tail), which nothing else reads and which is not a graph
+    // output, and keep the matmul's output shape (its other operands broadcast to it without
+    // growing it); its other operands come from outside the group.
+    bool extends_matmul(int gi, ValueId v) const {
+        const Builder& b = groups_[static_cast<Index>(gi)];
+        if (b.kind != GroupKind::matmul || node(v).type.dims != b.dims) return false;
+        const ValueId tail = b.nodes.back();
+        if (is_output_[ix(tail)] || consumers_[ix(tail)] != std::vector<ValueId>{v}) return false;
+        for (auto in : node(v).inputs) {
+            if (in == tail) continue;
+            if (group_of_[ix(in)] == gi) return false;
+            if (node(in).type.rank() > node(v).type.rank()) return false;
+        }
+        return !creates_cycle(v, {gi});
+    }
+
     void join(int gi, ValueId v) {
         Builder& b = groups_[static_cast<Index>(gi)];
         b.nodes.push_back(v);
@@ -185,11 +204,16 @@ private:
             open(kind, {v}, nd.type.dims);
             return;
         }
-        // An elementwise node: a row group first, then elementwise groups.
+        // An elementwise node: a matmul epilogue first, then a row group, then elementwise groups.
         std::vector<int> ops;
         for (auto in : nd.inputs) {
             int gi = group_of_[ix(in)];
             if (gi >= 0 && std::find(ops.begin(), ops.end(), gi) == ops.end()) ops.push_back(gi);
+        }
+        for (int gi : ops) {
+            if (!extends_matmul(gi, v)) continue;
+            join(gi, v);
+            return;
         }
         for (int gi : ops) {
             const Builder& b = groups_[static_cast<Index>(gi)];

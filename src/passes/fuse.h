@@ -18,9 +18,15 @@
 //   layer_norm, rms_norm, sum/mean/max/min over trailing axes); elementwise producers of
 //   its first operand that have that operand's shape and are used only inside the group
 //   come before it, elementwise consumers with the row op's output shape after it;
-// - matmul, conv and opaque groups hold one node each. The epilogue of a matmul or conv
-//   (bias add, activation, residual add: its elementwise consumers) is not fused into it
-//   yet; it forms the following elementwise group, which a later version may merge;
+// - matmul groups: the matmul node first, then its epilogue: a chain of elementwise nodes
+//   e1, e2, ... where e1 reads the matmul result, each e(i+1) reads e(i), every chain
+//   node but the last is read only by its successor (and is not a graph output), every
+//   node has the matmul's output shape, and the other operands (bias [N] or [1, N],
+//   scalars, a residual of the output's shape, ...) are defined outside the group and
+//   broadcast to that shape. So a matmul group has exactly one output, its last node. A
+//   matmul result read by anything else ends the chain (it is materialised as usual);
+//   an elementwise producer reserved by a row op (softmax(x @ W + b)) stays with the row op;
+// - conv and opaque groups hold one node each (conv epilogues are not fused yet);
 // - the result depends only on the graph (deterministic).
 // Tests: tests/test_fuse.cpp.
 #include "src/ir/ir.h"

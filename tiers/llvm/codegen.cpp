@@ -55,10 +55,36 @@ constexpr float kErfB[] = {-0.032892208538434746f, 0.026034014634299878f, 0.0044
 constexpr float kSinP[] = {-1.9515295891E-4f, 8.3321608736E-3f, -1.6666654611E-1f};
 constexpr float kCosP[] = {2.443315711809948E-005f, -1.388731625493765E-003f, 4.166664568298827E-002f};
 
-class Gen {
+class Gen final : public KernelEmitter {
 public:
     Gen(const kir::Kernel& k, const kir::Specialization& spec, llvm::Module& m)
         : k_(k), spec_(spec), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+    // ---- KernelEmitter (for the blocked GEMM of matmul kernels) ----
+    llvm::IRBuilderBase& builder() override { return b_; }
+    llvm::Function* function() override { return fn_; }
+    Value* buffer_ptr(int id) override {
+        buffer(id);
+        return bufs_[static_cast<std::size_t>(id)];
+    }
+    Value* index(const kir::ExprRef& e) override {
+        memo_.clear();
+        Value* v = emit_typed(e, Type::index);
+        memo_.clear();
+        return v;
+    }
+    void bind_var(int var, Value* v) override {
+        if (var < 0 || var >= k_.num_vars) fail(Bailout::backend_error, "malformed kernel: loop variable out of range");
+        vars_[static_cast<std::size_t>(var)] = v;
+    }
+    void epilogue(Value* acc) override {
+        const kir::MatmulHint& h = *k_.matmul;
+        if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= temps_.size())
+            fail(Bailout::backend_error, "malformed kernel: matmul accumulator out of range");
+        b_.CreateStore(acc, temps_[static_cast<std::size_t>(h.acc_temp)]);
+        for (const auto& s : h.epilogue) emit_stmt(*s);
+        memo_.clear();
+    }
 
     void run(const CodegenTarget& target, const std::string& fn_name) {
         auto* ptr = llvm::PointerType::getUnqual(ctx_);
@@ -89,10 +115,14 @@ public:
         if (k_.num_vars < 0) fail(Bailout::backend_error, "malformed kernel: negative num_vars");
         vars_.assign(static_cast<std::size_t>(k_.num_vars), nullptr);
 
-        emit_loop_over(fn_->getArg(2), fn_->getArg(3), "outer", [&](Value* iv) {
-            outer_ = iv;
-            for (const auto& s : k_.body) emit_stmt(*s);
-        });
+        if (gemm_applies(k_)) {
+            emit_gemm(k_, target, *this, fn_->getArg(2), fn_->getArg(3));
+        } else {
+            emit_loop_over(fn_->getArg(2), fn_->getArg(3), "outer", [&](Value* iv) {
+                outer_ = iv;
+                for (const auto& s : k_.body) emit_stmt(*s);
+            });
+        }
         b_.CreateRetVoid();
     }
 

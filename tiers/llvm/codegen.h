@@ -24,7 +24,10 @@
 
 namespace llvm {
 class Module;
-}
+class Value;
+class Function;
+class IRBuilderBase;
+}  // namespace llvm
 
 namespace kiln::tiers::llvm_tier {
 
@@ -39,6 +42,41 @@ struct CodegenTarget {
     std::string cpu, features;  // function attributes "target-cpu" / "target-features"
     bool prefer_512 = false;    // "prefer-vector-width"="512" (hosts with AVX-512)
 };
+
+// What the blocked GEMM emitter (gemm.cpp) needs from the KIR generator (codegen.cpp),
+// which implements it: the builder and function being generated, buffer pointers, index
+// expressions, and the epilogue statements of a MatmulHint.
+class KernelEmitter {
+public:
+    virtual llvm::IRBuilderBase& builder() = 0;
+    virtual llvm::Function* function() = 0;
+    virtual llvm::Value* buffer_ptr(int id) = 0;
+    // An index expression of constants, params and the loop variables bound by bind_var,
+    // emitted at the current insertion point (nothing is reused across calls).
+    virtual llvm::Value* index(const kir::ExprRef& e) = 0;
+    virtual void bind_var(int var, llvm::Value* v) = 0;
+    // The hint's epilogue for one output element at the bound batch/row/col variables, with
+    // `acc` (the dot product, of the hint's type) as the accumulator temp.
+    virtual void epilogue(llvm::Value* acc) = 0;
+
+protected:
+    ~KernelEmitter() = default;
+};
+
+// gemm.cpp: does the blocked GEMM handle this kernel (it has a MatmulHint and the blocked
+// path is switched on, see set_blocked_gemm)?
+bool gemm_applies(const kir::Kernel& kernel);
+// Emits, at the builder's insertion point (the entry block, after the setup of buffers,
+// params and temps), the loop over outer indices [begin, end) as a cache-blocked,
+// register-tiled GEMM with packing and the fused epilogue (see gemm.cpp), instead of the
+// kernel's naive loop nest. Throws CodegenError.
+void emit_gemm(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmitter& em, llvm::Value* begin,
+               llvm::Value* end);
+// Process-wide switch (tests and benchmarks compare both): false makes matmul kernels use
+// their naive KIR loop nest. On by default.
+void set_blocked_gemm(bool on);
+// Test hook: the micro-kernel's vector width in bytes (16, 32 or 64; 0: from the host).
+void set_gemm_vector_bytes(int bytes);
 
 // Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
 void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,

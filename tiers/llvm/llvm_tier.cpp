@@ -303,4 +303,7 @@ std::string llvm_host_description() {
 
 void set_llvm_fail_next_compiles(int n) { g_fail_next.store(n < 0 ? 0 : n); }
 
+void set_llvm_blocked_gemm(bool on) { llvm_tier::set_blocked_gemm(on); }
+void set_llvm_gemm_vector_bytes(int bytes) { llvm_tier::set_gemm_vector_bytes(bytes); }
+
 }  // namespace kiln::tiers

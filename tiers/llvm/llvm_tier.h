@@ -31,4 +31,12 @@ std::string llvm_host_description();
 // Bailout::injected_failure without compiling.
 void set_llvm_fail_next_compiles(int n);
 
+// Matmul kernels (with a kir::MatmulHint) compile to the blocked GEMM of tiers/llvm/gemm.cpp
+// (default), or, switched off, to their naive KIR loop nest (for tests and benchmarks).
+// Affects compiles that start afterwards.
+void set_llvm_blocked_gemm(bool on);
+// Test hook: the GEMM micro-kernel's vector width in bytes (16: 4x(2x128-bit), 32: 6x(2x256),
+// 64: 8x(2x512)) instead of the host's widest; 0 restores the default.
+void set_llvm_gemm_vector_bytes(int bytes);
+
 }  // namespace kiln::tiers

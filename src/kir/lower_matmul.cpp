@@ -1,0 +1,145 @@
+// Lowering of matmul groups (see lower.h): the matmul (NumPy semantics: 2-D, batched with
+// broadcast batch dims, 1-D operands) and its fused epilogue chain, as the plain loop nest
+// that kir.h documents with MatmulHint, plus the hint itself.
+#include "src/kir/lower_ctx.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace kiln::kir::detail {
+namespace {
+
+using ir::ValueId;
+
+// Rows per outer index (one block of rows of one batch entry). A multiple of the register
+// tiles the backends use (4, 6, 8, 12, 16 rows).
+constexpr std::int64_t kRowBlock = 48;
+
+ExprRef imin(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y)) return index_const(std::min(x, y));
+    return binary(BinaryOp::min, a, b);
+}
+
+int input_index(const Lowering& L, ValueId v) {
+    auto it = std::find(L.group.inputs.begin(), L.group.inputs.end(), v);
+    if (it == L.group.inputs.end()) throw Unsupported{"a matmul operand is not a group input"};
+    return static_cast<int>(it - L.group.inputs.begin());
+}
+
+}  // namespace
+
+void lower_matmul(Lowering& L) {
+    const ValueId mm = L.group.nodes.front();
+    const ir::Node& mn = L.node(mm);
+    if (mn.op != ir::Op::matmul || mn.inputs.size() != 2) throw Unsupported{"the group does not start with a matmul"};
+    if (L.group.outputs.size() != 1) throw Unsupported{"a matmul group with more than one output"};
+    const ValueId out = L.group.outputs.front();
+    const ValueId A = mn.inputs[0], B = mn.inputs[1];
+    const DType dt = L.node(A).type.dtype;
+    if ((dt != DType::f32 && dt != DType::f64) || L.node(B).type.dtype != dt) {
+        std::ostringstream os;
+        os << "matmul of " << dt << " is not lowered (f32 and f64 only)";
+        throw Unsupported{os.str()};
+    }
+    const Type t = compute_type(dt);
+    const auto& ad = L.node(A).type.dims;
+    const auto& bd = L.node(B).type.dims;
+    const auto& od = mn.type.dims;
+    if (L.node(out).type.dims != od) throw Unsupported{"the epilogue changes the matmul's shape"};
+    const std::size_t ra = ad.size(), rb = bd.size(), ro = od.size();
+    if (ra < 1 || rb < 1) throw Unsupported{"matmul of a scalar"};
+    const bool has_m = ra >= 2, has_n = rb >= 2;
+    const std::size_t mat = (has_m ? 1 : 0) + (has_n ? 1 : 0);
+    if (ro < mat) throw Unsupported{"matmul output rank"};
+    const std::size_t nbd = ro - mat;  // batch dims of the output
+
+    auto dim = [&](ValueId v, std::size_t axis) {
+        ExprRef e = L.dim_of(v, axis);
+        if (!e) throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(v) + " is not known from any buffer"};
+        return e;
+    };
+    const ExprRef M = has_m ? dim(A, ra - 2) : index_const(1);
+    const ExprRef K = dim(A, ra - 1);
+    const ExprRef N = has_n ? dim(B, rb - 1) : index_const(1);
+    const ExprRef batch = L.product(out, 0, nbd);
+    const ExprRef blocks = idiv(iadd(M, index_const(kRowBlock - 1)), index_const(kRowBlock));
+
+    const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
+    const ExprRef bv = var(vb), iv = var(vi), jv = var(vj), kv = var(vk);
+
+    // Element offset of batch entry `bv` in operand v (its batch dims align right with the
+    // output's; a dim of 1 broadcasts).
+    auto batch_offset = [&](ValueId v) {
+        const auto& vd = L.node(v).type.dims;
+        const std::size_t rv = vd.size(), vbatch = rv >= 2 ? rv - 2 : 0;
+        if (vbatch > nbd) throw Unsupported{"matmul operand with more batch dims than the output"};
+        ExprRef stride = L.product(v, vbatch, rv), off = index_const(0);
+        for (std::size_t d = vbatch; d-- > 0;) {
+            const std::size_t e = d + nbd - vbatch;
+            ExprRef idx = idiv(bv, L.product(out, e + 1, nbd));
+            if (e != 0) idx = irem(idx, dim(out, e));
+            const ExprRef vdim = dim(v, d);
+            if (!(vd[d].is_static() && vd[d].value() == 1)) {
+                ExprRef term = imul(idx, stride);
+                if (!vd[d].is_static() && !(vd[d] == od[e]))
+                    term = select(binary(BinaryOp::eq, vdim, index_const(1)), index_const(0), term);
+                off = iadd(off, term);
+            }
+            stride = imul(stride, vdim);
+        }
+        return off;
+    };
+    const ExprRef aoff = batch_offset(A), boff = batch_offset(B);
+    const int abuf = input_index(L, A), bbuf = input_index(L, B);
+
+    // The dot product.
+    const int acc = L.new_temp(t);
+    const ExprRef at = temp(acc, t);
+    std::vector<StmtRef> jbody;
+    jbody.push_back(assign(acc, constant(t, 0.0)));
+    const ExprRef a_el = load(abuf, t, iadd(aoff, iadd(imul(iv, K), kv)));
+    const ExprRef b_el = load(bbuf, t, iadd(boff, iadd(imul(kv, N), jv)));
+    jbody.push_back(loop(vk, index_const(0), K, {assign(acc, binary(BinaryOp::add, at, binary(BinaryOp::mul, a_el, b_el)))}));
+
+    // The epilogue: the chain from the matmul's result to the output, stored at (b, i, j).
+    std::vector<std::size_t> starts;
+    std::vector<ExprRef> seg;
+    if (nbd > 0) starts.push_back(0), seg.push_back(bv);
+    if (has_m) starts.push_back(nbd), seg.push_back(iv);
+    if (has_n) starts.push_back(nbd + (has_m ? 1 : 0)), seg.push_back(jv);
+    Space sp = L.make_space(out, starts, seg);
+    std::vector<StmtRef> epi;
+    Phase ph{&sp, &epi, {}};
+    L.special[mm] = at;
+    L.store_outputs({out}, ph);
+    for (const StmtRef& s : epi) jbody.push_back(s);
+
+    const ExprRef ob = idiv(outer(), blocks);
+    const ExprRef row0 = imul(irem(outer(), blocks), index_const(kRowBlock));
+    StmtRef jl = loop(vj, index_const(0), N, std::move(jbody));
+    StmtRef il = loop(vi, row0, imin(iadd(row0, index_const(kRowBlock)), M), {jl});
+    L.k.body = {loop(vb, ob, iadd(ob, index_const(1)), {il})};
+    L.k.extent = imul(batch, blocks);
+
+    MatmulHint h;
+    h.a = abuf;
+    h.b = bbuf;
+    h.out = L.output_buffer(out);
+    h.type = t;
+    h.m = M;
+    h.n = N;
+    h.k = K;
+    h.batch = batch;
+    h.row_block = kRowBlock;
+    h.batch_var = vb;
+    h.row_var = vi;
+    h.col_var = vj;
+    h.acc_temp = acc;
+    h.a_offset = aoff;
+    h.b_offset = boff;
+    h.epilogue = std::move(epi);
+    L.k.matmul = std::move(h);
+}
+
+}  // namespace kiln::kir::detail

@@ -1,0 +1,392 @@
+// The blocked GEMM of matmul kernels (see codegen.h and kir::MatmulHint): instead of the
+// kernel's naive loop nest, each outer index (a block of `row_block` rows of one batch
+// entry; the runtime splits outer indices across threads) runs
+//
+//   for jc in [0, n) step NC:                          column panel
+//     for pc in [0, k) step KC:                        depth block (L1/L2)
+//       pack B[pc:pc+kc, jc:jc+nc] into strips of NR columns, kc x NR each, zero padded
+//       for jr in [0, nc) step NR:                     one strip of packed B (in L1)
+//         for ir in [0, rows) step MR:                 MR x NR register tile
+//           acc = pc == 0 ? 0 : partial sums (scratch)
+//           for kk in [0, kc): acc[r][:] += A[r][pc + kk] * Bp[kk][:]    (vector FMAs)
+//           last depth block ? epilogue(acc) -> C : acc -> partial sums
+//
+// A block with fewer than MR rows (small batches) skips packing: its 1-row kernel reads
+// full NR-column strips of B in place (only the last, partial strip is packed).
+//
+// The micro-kernel keeps MR x NR accumulators in vector registers: MR rows by NV = 2
+// vectors of VW elements, chosen from the host features: 512-bit (AVX-512) 8 x 2 zmm,
+// 256-bit (AVX/AVX2) 6 x 2 ymm, otherwise 4 x 2 of 128 bits. Leftover rows of a block (fewer
+// than MR) run a 1-row micro-kernel; leftover columns are computed on the zero padding and
+// not stored. The epilogue (the hint's statements: bias, activation, residual, store) runs
+// on each finished tile: the accumulators are written to a small stack tile and a loop
+// over its rows and columns (vectorised by LLVM) applies the epilogue and stores C.
+//
+// Scratch (packed B, plus partial sums when k > KC) lives in a 64-byte-aligned buffer on
+// the stack when it fits in kStackBytes, else in one malloc'd buffer per kernel call.
+// Dims bound by the specialisation are constants, so LLVM folds the block arithmetic and
+// edge tests; generic dims stay run-time values and every edge case is handled.
+#include "tiers/llvm/codegen.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace kiln::tiers::llvm_tier {
+namespace {
+
+using llvm::Value;
+
+std::atomic<bool> g_blocked{true};
+std::atomic<int> g_vector_bytes{0};  // 0: from the host features
+
+constexpr std::int64_t kStackBytes = 96 * 1024;
+
+[[noreturn]] void fail(Bailout b, const std::string& msg) { throw CodegenError{b, msg}; }
+
+class GemmGen {
+public:
+    GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
+        : h_(*k.matmul), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()) {
+        const bool f32 = h_.type == kir::Type::f32;
+        t_ = f32 ? b_.getFloatTy() : b_.getDoubleTy();
+        es_ = f32 ? 4 : 8;
+        const std::string& f = target.features;
+        int bytes = 16;
+        if (target.prefer_512 && f.find("+avx512f") != std::string::npos) bytes = 64;
+        else if (f.find("+avx") != std::string::npos) bytes = 32;
+        if (const int forced = g_vector_bytes.load(std::memory_order_relaxed); forced == 16 || forced == 32 || forced == 64)
+            bytes = forced;
+        vw_ = bytes / es_;
+        nv_ = 2;
+        nr_ = vw_ * nv_;
+        mr_ = bytes == 64 ? 8 : bytes == 32 ? 6 : 4;
+        kc_ = 256;
+        nc_ = 8 * nr_;
+        vt_ = llvm::FixedVectorType::get(t_, static_cast<unsigned>(vw_));
+    }
+
+    void run(Value* begin, Value* end) {
+        llvm::Type* i8 = b_.getInt8Ty();
+        // Static allocas first (we are in the entry block).
+        auto* stack = b_.CreateAlloca(llvm::ArrayType::get(i8, static_cast<std::uint64_t>(kStackBytes)), nullptr, "gemm.stack");
+        stack->setAlignment(llvm::Align(64));
+        tile_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(mr_ * nr_)), nullptr, "gemm.tile");
+        tile_->setAlignment(llvm::Align(64));
+
+        m_ = em_.index(h_.m);
+        n_ = em_.index(h_.n);
+        k_dim_ = em_.index(h_.k);
+        blocks_ = b_.CreateSDiv(b_.CreateAdd(m_, i64(h_.row_block - 1)), i64(h_.row_block));
+        a_ = em_.buffer_ptr(h_.a);
+        bbuf_ = em_.buffer_ptr(h_.b);
+
+        // Scratch: packed B (kcE x ncE) then partial sums (row_block x ncE, only if k > KC).
+        Value* n_round = b_.CreateMul(b_.CreateSDiv(b_.CreateAdd(n_, i64(nr_ - 1)), i64(nr_)), i64(nr_));
+        nce_ = smin(i64(nc_), n_round);
+        Value* kce = smin(i64(kc_), smax(k_dim_, i64(1)));
+        Value* bp_elems = b_.CreateMul(kce, nce_);
+        bp_elems = b_.CreateMul(b_.CreateSDiv(b_.CreateAdd(bp_elems, i64(15)), i64(16)), i64(16));  // 64-byte multiple
+        Value* c_elems = b_.CreateSelect(b_.CreateICmpSGT(k_dim_, i64(kc_)), b_.CreateMul(i64(h_.row_block), nce_), i64(0));
+        Value* bytes = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(bp_elems, c_elems), i64(es_)), i64(64));
+        Value* small = b_.CreateICmpSLE(bytes, i64(kStackBytes));
+
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        llvm::FunctionCallee malloc_fn = mod.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
+        llvm::FunctionCallee free_fn = mod.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr_t}, false));
+
+        Value* nonempty = b_.CreateICmpSLT(begin, end);
+        Value* use_heap = b_.CreateAnd(nonempty, b_.CreateNot(small));
+        Value* heap = if_value(use_heap, [&] { return b_.CreateCall(malloc_fn, {bytes}); },
+                               llvm::ConstantPointerNull::get(ptr_t));
+        Value* base = b_.CreateSelect(use_heap, heap, stack);
+        // Align to 64 bytes (malloc gives 16).
+        Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
+        Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(63));
+        bp_ = b_.CreateGEP(i8, base, pad, "gemm.bp");
+        cacc_ = b_.CreateGEP(t_, bp_, bp_elems, "gemm.cacc");
+
+        loop(begin, end, i64(1), "gemm.outer", [&](Value* outer) { block(outer); });
+
+        if_then(use_heap, [&] { b_.CreateCall(free_fn, {heap}); });
+    }
+
+private:
+    const kir::MatmulHint& h_;
+    KernelEmitter& em_;
+    llvm::IRBuilderBase& b_;
+    llvm::LLVMContext& ctx_;
+    llvm::Function* fn_;
+    llvm::Type* t_ = nullptr;
+    llvm::FixedVectorType* vt_ = nullptr;
+    int es_ = 4, vw_ = 8, nv_ = 2, nr_ = 16, mr_ = 6;
+    std::int64_t kc_ = 256, nc_ = 128;
+    llvm::AllocaInst* tile_ = nullptr;
+    Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *nce_ = nullptr;
+    Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
+
+    Value* i64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
+    Value* smin(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); }
+    Value* smax(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y); }
+    Value* elem(Value* base, Value* idx) { return b_.CreateInBoundsGEP(t_, base, idx); }
+    llvm::BasicBlock* block_named(const std::string& name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
+
+    // for (iv = begin; iv < end; iv += step) body(iv): a guarded, rotated loop.
+    template <class F> void loop(Value* begin, Value* end, Value* step, const std::string& name, F body) {
+        auto* pre = b_.GetInsertBlock();
+        auto* head = block_named(name);
+        auto* exit = block_named(name + ".exit");
+        b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+        b_.SetInsertPoint(head);
+        auto* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name + ".iv");
+        iv->addIncoming(begin, pre);
+        body(iv);
+        Value* next = b_.CreateAdd(iv, step, name + ".next", false, true);
+        iv->addIncoming(next, b_.GetInsertBlock());
+        b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        b_.SetInsertPoint(exit);
+    }
+
+    template <class F> void if_then(Value* cond, F then) {
+        auto* yes = block_named("if.then");
+        auto* done = block_named("if.end");
+        b_.CreateCondBr(cond, yes, done);
+        b_.SetInsertPoint(yes);
+        then();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    template <class F, class G> void if_else(Value* cond, F then, G otherwise) {
+        auto* yes = block_named("if.then");
+        auto* no = block_named("if.else");
+        auto* done = block_named("if.end");
+        b_.CreateCondBr(cond, yes, no);
+        b_.SetInsertPoint(yes);
+        then();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(no);
+        otherwise();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    // cond ? make() : otherwise (make() runs only when cond holds).
+    template <class F> Value* if_value(Value* cond, F make, Value* otherwise) {
+        auto* pre = b_.GetInsertBlock();
+        auto* yes = block_named("ifv.then");
+        auto* done = block_named("ifv.end");
+        b_.CreateCondBr(cond, yes, done);
+        b_.SetInsertPoint(yes);
+        Value* v = make();
+        auto* yes_end = b_.GetInsertBlock();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        auto* phi = b_.CreatePHI(v->getType(), 2);
+        phi->addIncoming(v, yes_end);
+        phi->addIncoming(otherwise, pre);
+        return phi;
+    }
+
+    // One outer index: rows [i0, i0 + rows) of batch entry `bidx`.
+    void block(Value* outer) {
+        Value* bidx = b_.CreateSDiv(outer, blocks_);
+        Value* i0 = b_.CreateMul(b_.CreateSRem(outer, blocks_), i64(h_.row_block));
+        Value* rows = smin(i64(h_.row_block), b_.CreateSub(m_, i0));
+        em_.bind_var(h_.batch_var, bidx);
+        Value* ab = elem(a_, em_.index(h_.a_offset));
+        Value* bb = elem(bbuf_, em_.index(h_.b_offset));
+        Value* kmax = smax(k_dim_, i64(1));
+        // A block with no full MR-row tile (few rows: small batches, GEMV-like) reads full
+        // NR-column strips of B in place with the 1-row kernel instead of packing them.
+        Value* direct = b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
+        loop(i64(0), n_, i64(nc_), "gemm.jc", [&](Value* jc) {
+            Value* nc = smin(i64(nc_), b_.CreateSub(n_, jc));
+            loop(i64(0), kmax, i64(kc_), "gemm.pc", [&](Value* pc) {
+                Value* kc = smin(i64(kc_), b_.CreateSub(k_dim_, pc));
+                kc = smax(kc, i64(0));
+                Value* first = b_.CreateICmpEQ(pc, i64(0));
+                Value* last = b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k_dim_);
+                pack_b(bb, pc, jc, kc, nc, direct);
+                loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
+                    Value* nr = smin(i64(nr_), b_.CreateSub(nc, jr));
+                    Value* strip = elem(bp_, b_.CreateMul(jr, kc));
+                    Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
+                    Value* inplace = b_.CreateAnd(direct, b_.CreateICmpEQ(nr, i64(nr_)));
+                    Value* strip1 = b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
+                    Value* stride1 = b_.CreateSelect(inplace, n_, i64(nr_));
+                    Tile t{ab, strip, strip1, stride1, pc, kc, first, last, i0, jc, jr, nr};
+                    loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) { micro(t, ir, mr_); });
+                    loop(full_rows, rows, i64(1), "gemm.ir1", [&](Value* ir) { micro(t, ir, 1); });
+                });
+            });
+        });
+    }
+
+    // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
+    // contiguous, the last strip zero padded.
+    // With `direct`, full strips are left in place (see block()).
+    void pack_b(Value* bb, Value* pc, Value* jc, Value* kc, Value* nc, Value* direct) {
+        Value* full = b_.CreateMul(b_.CreateSDiv(nc, i64(nr_)), i64(nr_));
+        loop(i64(0), b_.CreateSelect(direct, i64(0), full), i64(nr_), "pack.full", [&](Value* jr) {
+            Value* dst = elem(bp_, b_.CreateMul(jr, kc));
+            Value* src = elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr)));
+            loop(i64(0), kc, i64(1), "pack.k", [&](Value* kk) {
+                Value* s = elem(src, b_.CreateMul(kk, n_));
+                Value* d = elem(dst, b_.CreateMul(kk, i64(nr_)));
+                for (int v = 0; v < nv_; ++v) {
+                    Value* x = b_.CreateAlignedLoad(vt_, elem(s, i64(v * vw_)), llvm::Align(static_cast<std::uint64_t>(es_)));
+                    b_.CreateAlignedStore(x, elem(d, i64(v * vw_)), llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
+                }
+            });
+        });
+        if_then(b_.CreateICmpSLT(full, nc), [&] {
+            Value* cols = b_.CreateSub(nc, full);
+            Value* dst = elem(bp_, b_.CreateMul(full, kc));
+            Value* src = elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, full)));
+            loop(i64(0), kc, i64(1), "pack.edge", [&](Value* kk) {
+                Value* s = elem(src, b_.CreateMul(kk, n_));
+                Value* d = elem(dst, b_.CreateMul(kk, i64(nr_)));
+                loop(i64(0), i64(nr_), i64(1), "pack.c", [&](Value* c) {
+                    Value* in = b_.CreateICmpSLT(c, cols);
+                    Value* safe = b_.CreateSelect(in, c, i64(0));
+                    Value* x = b_.CreateAlignedLoad(t_, elem(s, safe), llvm::Align(static_cast<std::uint64_t>(es_)));
+                    x = b_.CreateSelect(in, x, llvm::ConstantFP::get(t_, 0.0));
+                    b_.CreateAlignedStore(x, elem(d, c), llvm::Align(static_cast<std::uint64_t>(es_)));
+                });
+            });
+        });
+    }
+
+    struct Tile {
+        Value *ab, *strip, *strip1, *stride1, *pc, *kc, *first, *last, *i0, *jc, *jr, *nr;
+    };
+
+    // The register tile of `rows` (MR or 1) rows starting at block row `ir`.
+    void micro(const Tile& t, Value* ir, int rows) {
+        const std::size_t nacc = static_cast<std::size_t>(rows * nv_);
+        const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
+        std::vector<Value*> arow(static_cast<std::size_t>(rows));
+        Value* row0 = b_.CreateAdd(t.i0, ir);
+        for (int r = 0; r < rows; ++r)
+            arow[static_cast<std::size_t>(r)] = elem(t.ab, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(r)), k_dim_), t.pc));
+        // Partial sums of this tile: row (ir + r), columns jr.. of the panel.
+        Value* ctile = elem(cacc_, b_.CreateAdd(b_.CreateMul(ir, nce_), t.jr));
+        auto cptr = [&](int r, int v) { return elem(ctile, b_.CreateAdd(b_.CreateMul(i64(r), nce_), i64(v * vw_))); };
+
+        // Initial accumulators: zero on the first depth block, else the partial sums.
+        std::vector<Value*> acc(nacc);
+        {
+            auto* pre = b_.GetInsertBlock();
+            auto* load_bb = block_named("micro.load");
+            auto* init_bb = block_named("micro.init");
+            b_.CreateCondBr(t.first, init_bb, load_bb);
+            b_.SetInsertPoint(load_bb);
+            std::vector<Value*> loaded(nacc);
+            for (int r = 0; r < rows; ++r)
+                for (int v = 0; v < nv_; ++v)
+                    loaded[static_cast<std::size_t>(r * nv_ + v)] = b_.CreateAlignedLoad(vt_, cptr(r, v), ea);
+            auto* load_end = b_.GetInsertBlock();
+            b_.CreateBr(init_bb);
+            b_.SetInsertPoint(init_bb);
+            Value* zero = llvm::ConstantAggregateZero::get(vt_);
+            for (std::size_t i = 0; i < nacc; ++i) {
+                auto* phi = b_.CreatePHI(vt_, 2);
+                phi->addIncoming(zero, pre);
+                phi->addIncoming(loaded[i], load_end);
+                acc[i] = phi;
+            }
+        }
+
+        // The k loop (kc may be 0).
+        {
+            auto* pre = b_.GetInsertBlock();
+            auto* body = block_named("micro.k");
+            auto* exit = block_named("micro.k.exit");
+            b_.CreateCondBr(b_.CreateICmpSGT(t.kc, i64(0)), body, exit);
+            b_.SetInsertPoint(body);
+            auto* kk = b_.CreatePHI(b_.getInt64Ty(), 2, "kk");
+            kk->addIncoming(i64(0), pre);
+            std::vector<llvm::PHINode*> phis(nacc);
+            for (std::size_t i = 0; i < nacc; ++i) {
+                phis[i] = b_.CreatePHI(vt_, 2);
+                phis[i]->addIncoming(acc[i], pre);
+            }
+            // MR rows: the packed strip (aligned, NR apart); 1 row: packed or in place.
+            Value* bptr = rows == 1 ? elem(t.strip1, b_.CreateMul(kk, t.stride1)) : elem(t.strip, b_.CreateMul(kk, i64(nr_)));
+            std::vector<Value*> bv(static_cast<std::size_t>(nv_));
+            for (int v = 0; v < nv_; ++v)
+                bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), rows == 1 ? ea : va);
+            std::vector<Value*> next(nacc);
+            for (int r = 0; r < rows; ++r) {
+                Value* a = b_.CreateAlignedLoad(t_, elem(arow[static_cast<std::size_t>(r)], kk), ea);
+                Value* s = b_.CreateVectorSplat(static_cast<unsigned>(vw_), a);
+                for (int v = 0; v < nv_; ++v) {
+                    const std::size_t i = static_cast<std::size_t>(r * nv_ + v);
+                    next[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {s, bv[static_cast<std::size_t>(v)], phis[i]});
+                }
+            }
+            Value* kn = b_.CreateAdd(kk, i64(1), "kk.next", false, true);
+            kk->addIncoming(kn, b_.GetInsertBlock());
+            for (std::size_t i = 0; i < nacc; ++i) phis[i]->addIncoming(next[i], b_.GetInsertBlock());
+            auto* body_end = b_.GetInsertBlock();
+            b_.CreateCondBr(b_.CreateICmpSLT(kn, t.kc), body, exit);
+            b_.SetInsertPoint(exit);
+            for (std::size_t i = 0; i < nacc; ++i) {
+                auto* phi = b_.CreatePHI(vt_, 2);
+                phi->addIncoming(acc[i], pre);
+                phi->addIncoming(next[i], body_end);
+                acc[i] = phi;
+            }
+        }
+
+        if_else(
+            t.last,
+            [&] {
+                // Finished: through the stack tile into the epilogue, element by element
+                // (the column loop vectorises).
+                for (int r = 0; r < rows; ++r)
+                    for (int v = 0; v < nv_; ++v)
+                        b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)], elem(tile_, i64(r * nr_ + v * vw_)), va);
+                Value* col0 = b_.CreateAdd(t.jc, t.jr);
+                loop(i64(0), i64(rows), i64(1), "epi.r", [&](Value* r) {
+                    em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
+                    Value* trow = elem(tile_, b_.CreateMul(r, i64(nr_)));
+                    loop(i64(0), t.nr, i64(1), "epi.c", [&](Value* c) {
+                        em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
+                        em_.epilogue(b_.CreateAlignedLoad(t_, elem(trow, c), ea));
+                    });
+                });
+            },
+            [&] {
+                for (int r = 0; r < rows; ++r)
+                    for (int v = 0; v < nv_; ++v) b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)], cptr(r, v), ea);
+            });
+    }
+};
+
+}  // namespace
+
+bool gemm_applies(const kir::Kernel& kernel) {
+    return kernel.matmul.has_value() && g_blocked.load(std::memory_order_relaxed) &&
+           (kernel.matmul->type == kir::Type::f32 || kernel.matmul->type == kir::Type::f64);
+}
+
+void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed); }
+
+void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
+
+void emit_gemm(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmitter& em, Value* begin, Value* end) {
+    if (!kernel.matmul) fail(Bailout::backend_error, "emit_gemm: the kernel has no matmul hint");
+    GemmGen(kernel, target, em).run(begin, end);
+}
+
+}  // namespace kiln::tiers::llvm_tier
