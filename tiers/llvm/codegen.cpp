@@ -504,7 +504,10 @@ private:
         case UnaryOp::gelu_tanh: {
             Value* x3 = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(fconst(ty, 0.044715), x), x), x);
             Value* in = b_.CreateFMul(fconst(ty, 0.79788456080286535588), b_.CreateFAdd(x, x3));
-            Value* th = f32 ? tanh_f32(in) : libm("tanh", in);
+            // f32: 0.5 * (1 + tanh(u)) == sigmoid(2u) exactly, so gelu = x * sigmoid(2u): one
+            // exp and one division instead of tanh's two branches (same NaN/inf results).
+            if (f32) return b_.CreateFMul(x, sigmoid(b_.CreateFAdd(in, in), true));
+            Value* th = libm("tanh", in);
             return b_.CreateFMul(b_.CreateFMul(fconst(ty, 0.5), x), b_.CreateFAdd(one, th));
         }
         case UnaryOp::silu: return b_.CreateFMul(x, sigmoid(x, f32));
