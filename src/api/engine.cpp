@@ -16,15 +16,21 @@
 namespace kiln {
 namespace detail {
 
+// Adds a function's counts to engine totals (specialisations and `functions` excepted:
+// they describe the functions alive now).
+void accumulate(EngineStats& e, const FunctionStats& s) {
+    e.calls += s.calls;
+    for (int t = 0; t < 3; ++t) e.calls_by_tier[t] += s.calls_by_tier[t];
+    e.compiles += s.compiles;
+    e.compile_failures += s.compile_failures;
+    e.compile_ms += s.compile_ms;
+    e.guard_failures += s.guard_failures;
+    e.deopts += s.deopts;
+}
+
 void RetiredTotals::add(const FunctionStats& s) {
     std::lock_guard<std::mutex> lock(mu);
-    totals.calls += s.calls;
-    for (int t = 0; t < 3; ++t) totals.calls_by_tier[t] += s.calls_by_tier[t];
-    totals.compiles += s.compiles;
-    totals.compile_failures += s.compile_failures;
-    totals.compile_ms += s.compile_ms;
-    totals.guard_failures += s.guard_failures;
-    totals.deopts += s.deopts;
+    accumulate(totals, s);
 }
 
 FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r,
@@ -240,13 +246,7 @@ EngineStats Engine::stats() const {
     for (const auto& f : live) {
         FunctionStats s = f->stats();
         ++e.functions;
-        e.calls += s.calls;
-        for (int t = 0; t < 3; ++t) e.calls_by_tier[t] += s.calls_by_tier[t];
-        e.compiles += s.compiles;
-        e.compile_failures += s.compile_failures;
-        e.compile_ms += s.compile_ms;
-        e.guard_failures += s.guard_failures;
-        e.deopts += s.deopts;
+        detail::accumulate(e, s);
         e.specializations += s.specializations;
     }
     return e;
