@@ -21,6 +21,8 @@ const Shape& buffer_shape(const passes::Group& g, const ShapePlan& sp, std::size
     return sp.shapes[static_cast<std::size_t>(v)];
 }
 
+}  // namespace
+
 bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp) {
     for (std::size_t b = 0; b < g.inputs.size() + g.outputs.size(); ++b)
         for (auto d : buffer_shape(g, sp, b))
@@ -35,6 +37,17 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
         out[i] = buffer_shape(g, sp, static_cast<std::size_t>(src.buffer))[static_cast<std::size_t>(src.dim)];
     }
 }
+
+void warmup_groups(TierManager& tm, const ShapePlan& sp) {
+    std::vector<std::int64_t> params;
+    for (auto& grp : tm.groups()) {
+        if (!grp->kernel || has_empty_buffer(grp->group, sp)) continue;
+        group_params(*grp->kernel, grp->group, sp, params);
+        tm.ensure_compiled(*grp, params);
+    }
+}
+
+namespace {
 
 // The caller's tensor for graph output value `v`, when it can be written directly: dense,
 // and sharing no storage with an input (compiled kernels assume buffers do not alias).

@@ -7,6 +7,13 @@
 
 namespace kiln::jit {
 
+// Compiles, for every lowerable group, a version that covers this shape plan (Function::warmup).
+void warmup_groups(TierManager& tm, const ShapePlan& sp);
+// Whether any buffer of the group is empty for this shape plan.
+bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp);
+// The group kernel's param values for this shape plan.
+void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan& sp, std::vector<std::int64_t>& out);
+
 // `max_tier` receives the highest tier any group ran on. `caller_outputs` (may be empty):
 // the caller's output tensors, already checked for shape and dtype; compiled groups write
 // graph outputs straight into the contiguous ones (the returned tensor is then the caller's).

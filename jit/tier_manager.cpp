@@ -71,6 +71,21 @@ void TierManager::note_interpreted(GroupRuntime& gr, const std::vector<std::int6
     compile(gr, params, generic);
 }
 
+void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params) {
+    if (!tier2_ || !gr.kernel) return;
+    if (select(*gr.code(), params.data())) return;
+    bool generic = false;
+    {
+        std::lock_guard<std::mutex> lock(gr.mu);
+        if (gr.blacklisted || gr.compiling) return;
+        generic = gr.specializations.load(std::memory_order_relaxed) >= options_.max_specializations;
+        if (generic && gr.generic_compiles >= 2) return;
+        if (gr.signature_calls.size() < kMaxTrackedSignatures) gr.signature_calls.emplace(params, 0);
+        gr.compiling = true;
+    }
+    compile(gr, params, generic);
+}
+
 void TierManager::compile(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
     const kir::Kernel& k = *gr.kernel;
     kir::Specialization spec;

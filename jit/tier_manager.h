@@ -53,6 +53,9 @@ public:
     // Called after a group ran on the interpreter with these params: counts the signature
     // and compiles when the policy says so.
     void note_interpreted(GroupRuntime& gr, const std::vector<std::int64_t>& params);
+    // Compiles now (no threshold) a version covering these params, unless one exists, the
+    // group is blacklisted, or a compile is in flight (warmup).
+    void ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params);
 
 private:
     void compile(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);

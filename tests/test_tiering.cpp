@@ -198,6 +198,25 @@ TEST_CASE("tiering: run() writes compiled outputs into the caller's buffers, in 
     CHECK(max_rel_diff(big.slice(1, 0, 1).squeeze(1), want) < 1e-6);
 }
 
+TEST_CASE("tiering: warmup compiles ahead, so the first call runs compiled") {
+    Graph g = chain_and_softmax();
+    Options o = jit_options(1000);  // far away: only warmup can compile
+    Function fj = Engine(o).load(g);
+    Function fi = Engine(interp_options()).load(g);
+    fj.warmup({{{6, 16}, {16}}, {{2, 16}, {16}}});
+    fj.wait_for_compiles();
+    FunctionStats s = fj.stats();
+    CHECK(s.compiles == 2 * s.groups.size());
+    CHECK(s.calls == 0);
+    Tensor x = Tensor::randn({6, 16}, 1), y = Tensor::randn({16}, 2);
+    auto a = fj({x, y});
+    auto b = fi({x, y});
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(max_rel_diff(a[k], b[k]) < 1e-5);
+    CHECK(fj.stats().calls_by_tier[2] == 1);
+    fj.warmup({{{6, 16}, {16}}});  // already covered: nothing more to compile
+    CHECK(fj.stats().compiles == s.compiles);
+}
+
 // ---- differential: random graphs on random shapes, tier 2 against the interpreter ----
 namespace {
 

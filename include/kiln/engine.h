@@ -82,7 +82,8 @@ public:
     // Runs one call into caller-owned outputs: each must be defined with the output's
     // dtype, device and shape (it may be strided).
     void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
-    // Prepares for these input shapes (one Shape per input) ahead of traffic; checks them.
+    // Prepares for these input shapes (one Shape per input) ahead of traffic: checks them,
+    // plans them, and compiles every group that a tier can compile for them (on this thread).
     void warmup(const std::vector<std::vector<Shape>>& shape_sets) const;
     // Returns when no compile for this function is queued or running.
     void wait_for_compiles() const;

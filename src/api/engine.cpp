@@ -184,8 +184,8 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
 
 void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
     detail::FunctionImpl& f = impl_of(impl_);
-    // Tier 0 has nothing to compile: plan the shapes ahead (checking them).
-    for (const auto& shapes : shape_sets) f.shape_plan(shapes);
+    // Plan the shapes (checking them), then compile each group for them now.
+    for (const auto& shapes : shape_sets) jit::warmup_groups(f.tiers, *f.shape_plan(shapes));
 }
 
 void Function::wait_for_compiles() const { impl_of(impl_); }
