@@ -602,7 +602,13 @@ TEST_CASE("llvm: dropping kernels frees their code (compile many times without g
     for (int i = 0; i < 300; ++i) cycle();
     const long growth = rss_kb() - before;
     MESSAGE("RSS growth over 300 compile/free cycles: " << growth << " KiB");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers keep freed memory in quarantine, so RSS says nothing here; LeakSanitizer
+    // checks the frees instead.
+    MESSAGE("RSS check skipped under a sanitizer");
+#else
     CHECK(growth < 1536);  // keeping the kernels instead grows RSS by ~3.6 MiB (~12 KiB each)
+#endif
 }
 
 TEST_CASE("llvm: compiles from 4 threads at once") {

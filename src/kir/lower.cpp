@@ -271,7 +271,7 @@ ExprRef Lowering::value(ValueId v, Phase& ph) {
     if (auto it = ph.memo.find(v); it != ph.memo.end()) return it->second;
     ExprRef e;
     if (auto sp = special.find(v); sp != special.end()) {
-        e = sp->second;
+        e = sp->second(ph);
     } else if (!in_group(v)) {
         auto it = input_buf_.find(v);
         KILN_CHECK(it != input_buf_.end(), "kir::lower: %" << v << " is neither in group " << group.name << " nor an input");

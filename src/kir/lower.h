@@ -25,9 +25,13 @@
 //   layer_norm: mean, then variance; rms_norm: mean of squares; sum/mean: a sum; max/min:
 //   the extreme), recomputing the fused producers from the group inputs in every pass;
 //   the write (a loop over the row, or one store per row for sum/mean/max/min) applies the
-//   fused consumers. Statistics are computed like the interpreter: in f64 for softmax,
-//   log_softmax, layer_norm, rms_norm, and for floating sum/mean; integer sums wrap in i64;
-//   max/min in the compute type.
+//   fused consumers. A chain of row ops (fuse.h) runs each row op's statistics passes in
+//   turn; a later pass gets an earlier row op's result by recomputing it inline from its
+//   statistics (e.g. (x[j] - mean) * inv * gamma[j] + beta[j]), so the intermediate is never
+//   stored unless it is a group output, and then once, in the last pass over the row.
+//   Statistics follow the interpreter's formulas: softmax, log_softmax, layer_norm and
+//   rms_norm of f32 rows (f16/bf16 too) in f32, of f64 rows in f64; floating sum/mean in
+//   f64; integer sums wrap in i64; max/min in the compute type.
 // - matmul: f32/f64 (2-D, batched with broadcast batch dims, 1-D operands) and its fused
 //   epilogue chain, as the loop nest documented with kir::MatmulHint (kir.h): the outer
 //   index is a block of rows of one batch entry, loops over columns and k accumulate in a

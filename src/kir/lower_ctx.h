@@ -6,6 +6,7 @@
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -71,8 +72,11 @@ public:
     // Stores every group output among `values` (in order) at the current point of `phase`.
     void store_outputs(const std::vector<ir::ValueId>& values, Phase& phase);
 
-    // Values that `value` does not build from the node (the row op's result in a write).
-    std::map<ir::ValueId, ExprRef> special;
+    // Values that `value` does not build from the node: a function of the phase that gives
+    // the value at the phase's current point (the matmul's accumulator in its epilogue; a
+    // row op's result in its write, or recomputed from its statistics in any later pass
+    // over the same row). `value` calls it at most once per phase (memo).
+    std::map<ir::ValueId, std::function<ExprRef(Phase&)>> special;
 
 private:
     std::map<ir::ValueId, int> input_buf_, output_buf_, uses_;

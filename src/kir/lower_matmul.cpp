@@ -111,7 +111,7 @@ void lower_matmul(Lowering& L) {
     Space sp = L.make_space(out, starts, seg);
     std::vector<StmtRef> epi;
     Phase ph{&sp, &epi, {}};
-    L.special[mm] = at;
+    L.special[mm] = [at](Phase&) { return at; };
     L.store_outputs({out}, ph);
     for (const StmtRef& s : epi) jbody.push_back(s);
 

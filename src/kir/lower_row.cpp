@@ -1,10 +1,14 @@
-// Lowering of row_reduction groups (see lower.h): softmax, log_softmax, layer_norm,
-// rms_norm, and sum/mean/max/min over trailing axes, with their fused producers
-// (recomputed in every pass over the row) and consumers (applied in the write). The
-// statistics follow tiers/interp/norm.cpp and reduce.cpp step by step.
+// Lowering of row_reduction groups (see lower.h): a chain of softmax, log_softmax,
+// layer_norm, rms_norm over the same rows, optionally ended by sum/mean/max/min over the
+// last axis (or a lone sum/mean/max/min over trailing axes), with their fused producers
+// (recomputed in every pass over the row) and consumers (applied in the write). An earlier
+// row op's result is recomputed from its statistics in the later passes, never stored
+// unless it is a group output. The statistics follow tiers/interp/norm.cpp and reduce.cpp
+// step by step.
 #include "src/kir/lower_ctx.h"
 #include "src/support/check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -32,61 +36,100 @@ ExprRef extreme_init(DType dt, bool max) {
     throw Unsupported{"max/min of bool"};
 }
 
+bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::max || op == Op::min; }
+
+// Lowers a row_reduction group: a chain of row ops r1, r2, ..., rk over the same rows (see
+// fuse.h), each later one reading earlier ones through elementwise nodes of the row's shape.
+//
+// Requires: the group comes from passes::partition (its row ops have operands of one shape
+// and keep the same leading dims; only the last may be a sum/mean/max/min).
+// Ensures: one outer index per row. For each row op in order, its statistics passes run
+// over the row (as for a lone row op); every row op but the last then gets a `special`
+// that recomputes its result inline from its statistics in any later pass (the row is in
+// cache, so later passes read the group inputs again instead of an intermediate buffer).
+// The last row op's write pass (softmax/norms), or its accumulation pass (reductions),
+// stores every group output of the row's shape once; a trailing reduction's result and its
+// consumers are stored once per row after that pass.
 class RowLowering {
 public:
     explicit RowLowering(Lowering& l) : L(l) {
         for (ValueId v : L.group.nodes)
-            if (passes::is_row_op(L.node(v))) row = v;
-        if (row < 0) throw Unsupported{"the group has no row op"};
-        for (ValueId v : L.group.nodes)
-            if (v >= row) tail.push_back(v);
-        x = L.node(row).inputs[0];
-        n = L.node(x).type.dims.size();
-        const Op op = L.node(row).op;
-        const bool reduce = op == Op::sum || op == Op::mean || op == Op::max || op == Op::min;
-        kept = n - (reduce ? L.node(row).attrs.ints("axes").size() : 1);
-        L.k.extent = L.product(x, 0, kept);
-        row_len = L.product(x, kept, n);
-        if (compute_type(L.node(x).type.dtype) == Type::f32) st_ = Type::f32;
+            if (passes::is_row_op(L.node(v))) rows.push_back(v);
+        if (rows.empty()) throw Unsupported{"the group has no row op"};
+        x0 = L.node(rows.front()).inputs[0];
+        n = L.node(x0).type.dims.size();
+        kept = kept_of(rows.front());
+        for (std::size_t i = 1; i < rows.size(); ++i) {
+            if (is_reduction(L.node(rows[i - 1]).op)) throw Unsupported{"a reduction that is not last in a row chain"};
+            if (L.node(L.node(rows[i]).inputs[0]).type.dims != L.node(x0).type.dims || kept_of(rows[i]) != kept)
+                throw Unsupported{"the row ops of the group run over different rows"};
+        }
+        L.k.extent = L.product(x0, 0, kept);
+        row_len = L.product(x0, kept, n);
+        // Outputs that depend on a trailing reduction are stored per row, the others per element.
+        std::vector<ValueId> dep;
+        const ValueId last = rows.back();
+        for (ValueId v : L.group.nodes) {
+            bool d = is_reduction(L.node(last).op) && v == last;
+            for (ValueId in : L.node(v).inputs) d = d || std::find(dep.begin(), dep.end(), in) != dep.end();
+            if (d) dep.push_back(v);
+            (d ? row_outs : elem_outs).push_back(v);
+        }
     }
 
     void run() {
-        switch (L.node(row).op) {
-        case Op::softmax:
-        case Op::log_softmax: softmax(L.node(row).op == Op::log_softmax); break;
-        case Op::layer_norm:
-        case Op::rms_norm: norm(L.node(row).op == Op::rms_norm); break;
-        default: reduction(); break;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            const ValueId r = rows[i];
+            const bool last = i + 1 == rows.size();
+            switch (L.node(r).op) {
+            case Op::softmax:
+            case Op::log_softmax: softmax(r, L.node(r).op == Op::log_softmax, last); break;
+            case Op::layer_norm:
+            case Op::rms_norm: norm(r, L.node(r).op == Op::rms_norm, last); break;
+            default: reduction(r); break;
+            }
         }
     }
 
 private:
+    // y(v, ph): the row op's result (in its statistics type) at the element whose operand
+    // value (in the statistics type) is v.
+    using ElementFn = std::function<ExprRef(const ExprRef& v, Phase& ph)>;
+
     Lowering& L;
-    ValueId row = -1, x = -1;
-    std::vector<ValueId> tail;  // the row op and its fused consumers
+    std::vector<ValueId> rows;  // the row ops, in order
+    ValueId x0 = -1;            // the first row op's operand (every row op's operand has its shape)
     std::size_t n = 0, kept = 0;
     ExprRef row_len;
+    std::vector<ValueId> elem_outs, row_outs;  // group nodes stored per element / per row
     std::vector<StmtRef>& body() { return L.k.body; }
+
+    std::size_t kept_of(ValueId r) const {
+        const ir::Node& nd = L.node(r);
+        const std::size_t rank = L.node(nd.inputs[0]).type.dims.size();
+        return rank - (is_reduction(nd.op) ? nd.attrs.ints("axes").size() : 1);
+    }
     // The type of row statistics of softmax and the norms: f32 rows compute in f32 (the
     // code vectorises at full width and exp stays in f32), f64 rows in f64. The interpreter
     // accumulates in f64; the results agree within the f32 tolerance.
-    Type st_ = Type::f64;
-    ExprRef sc(double v) const { return constant(st_, v); }
+    Type st_of(ValueId r) const {
+        return compute_type(L.node(L.node(r).inputs[0]).type.dtype) == Type::f32 ? Type::f32 : Type::f64;
+    }
 
     int init_temp(Type t, ExprRef v) {
         const int id = L.new_temp(t);
         body().push_back(assign(id, std::move(v)));
         return id;
     }
-    // Emits `for j in [0, row_len)` whose body `f` gets the phase and x (in the statistics
-    // type unless `as_is`), the row element being visited.
-    void pass(const std::function<void(Phase&, const ExprRef&)>& f, bool as_is = false) {
+    // Emits `for j in [0, row_len)` over the operand x of a row op, whose body `f` gets the
+    // phase and x's element (in `st` unless `as_is`).
+    void pass(ValueId x, Type st, const std::function<void(Phase&, const ExprRef&)>& f, bool as_is = false) {
         const int j = L.new_var();
         Space sp = L.make_space(x, {0, kept}, {outer(), var(j)});
         std::vector<StmtRef> inner;
         Phase ph{&sp, &inner, {}};
         ExprRef xv = L.value(x, ph);
-        if (!as_is) xv = cast(st_, xv);
+        if (!as_is) xv = cast(st, xv);
         if (xv->kind != ExprKind::Temp && xv->kind != ExprKind::Load) {
             const int t = L.new_temp(xv->type);
             inner.push_back(assign(t, xv));
@@ -95,72 +138,97 @@ private:
         f(ph, xv);
         body().push_back(loop(j, index_const(0), row_len, std::move(inner)));
     }
-    // Makes y (a value of the row op, in the statistics type) the row op's result in `ph`
-    // and stores outputs.
-    void write(Phase& ph, const ExprRef& y) {
-        const Type ct = compute_type(L.node(row).type.dtype);
+    // Makes y (a value of row op r, in its statistics type) r's result in `ph` and stores
+    // the group outputs in `outs`.
+    void write(ValueId r, Phase& ph, const ExprRef& y, const std::vector<ValueId>& outs) {
+        const Type ct = compute_type(L.node(r).type.dtype);
         const int t = L.new_temp(ct);
         ph.out->push_back(assign(t, cast(ct, y)));
-        L.special[row] = temp(t, ct);
-        L.store_outputs(tail, ph);
+        const ExprRef e = temp(t, ct);
+        L.special[r] = [e](Phase&) { return e; };
+        L.store_outputs(outs, ph);
+    }
+    // After r's statistics: the last row op writes in one more pass; an earlier one becomes
+    // a function of the phase, recomputed in the passes of the row ops that follow it.
+    void finish(ValueId r, bool last, const ElementFn& y) {
+        const ValueId x = L.node(r).inputs[0];
+        const Type st = st_of(r);
+        if (last) {
+            pass(x, st, [&](Phase& ph, const ExprRef& v) { write(r, ph, y(v, ph), elem_outs); });
+            return;
+        }
+        const Type ct = compute_type(L.node(r).type.dtype);
+        L.special[r] = [lw = &L, x, st, ct, y](Phase& ph) {
+            const int t = lw->new_temp(ct);
+            ph.out->push_back(assign(t, cast(ct, y(cast(st, lw->value(x, ph)), ph))));
+            return temp(t, ct);
+        };
     }
 
-    void softmax(bool log) {
-        const int mx = init_temp(st_, sc(-std::numeric_limits<double>::infinity()));
-        const ExprRef m = temp(mx, st_);
+    void softmax(ValueId r, bool log, bool last) {
+        const ValueId x = L.node(r).inputs[0];
+        const Type st = st_of(r);
+        auto sc = [st](double v) { return constant(st, v); };
+        const int mx = init_temp(st, sc(-std::numeric_limits<double>::infinity()));
+        const ExprRef m = temp(mx, st);
         // mx = max(mx, v): a NaN propagates and makes the whole row NaN, as in the interpreter.
-        pass([&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v))); });
-        const int sum = init_temp(st_, sc(0.0));
-        const ExprRef s = temp(sum, st_);
-        pass([&](Phase& ph, const ExprRef& v) {
+        pass(x, st, [&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v))); });
+        const int sum = init_temp(st, sc(0.0));
+        const ExprRef s = temp(sum, st);
+        pass(x, st, [&](Phase& ph, const ExprRef& v) {
             ph.out->push_back(assign(sum, binary(BinaryOp::add, s, unary(UnaryOp::exp, binary(BinaryOp::sub, v, m)))));
         });
         ExprRef ls;
-        if (log) ls = temp(init_temp(st_, unary(UnaryOp::log, s)), st_);
-        pass([&](Phase& ph, const ExprRef& v) {
+        if (log) ls = temp(init_temp(st, unary(UnaryOp::log, s)), st);
+        finish(r, last, [log, m, s, ls](const ExprRef& v, Phase&) {
             ExprRef d = binary(BinaryOp::sub, v, m);
-            write(ph, log ? binary(BinaryOp::sub, d, ls) : binary(BinaryOp::div, unary(UnaryOp::exp, d), s));
+            return log ? binary(BinaryOp::sub, d, ls) : binary(BinaryOp::div, unary(UnaryOp::exp, d), s);
         });
     }
 
-    void norm(bool rms) {
-        const ExprRef count = cast(st_, row_len);
-        const int sum = init_temp(st_, sc(0.0));
-        const ExprRef s = temp(sum, st_);
-        pass([&](Phase& ph, const ExprRef& v) {
+    void norm(ValueId r, bool rms, bool last) {
+        const ValueId x = L.node(r).inputs[0];
+        const Type st = st_of(r);
+        auto sc = [st](double v) { return constant(st, v); };
+        const ExprRef count = cast(st, row_len);
+        const int sum = init_temp(st, sc(0.0));
+        const ExprRef s = temp(sum, st);
+        pass(x, st, [&](Phase& ph, const ExprRef& v) {
             ph.out->push_back(assign(sum, binary(BinaryOp::add, s, rms ? binary(BinaryOp::mul, v, v) : v)));
         });
         ExprRef mean = sc(0.0), var;
         if (rms) {
-            var = temp(init_temp(st_, binary(BinaryOp::div, s, count)), st_);
+            var = temp(init_temp(st, binary(BinaryOp::div, s, count)), st);
         } else {
-            mean = temp(init_temp(st_, binary(BinaryOp::div, s, count)), st_);
-            const int acc = init_temp(st_, sc(0.0));
-            const ExprRef a = temp(acc, st_);
-            pass([&](Phase& ph, const ExprRef& v) {
-                const int c = L.new_temp(st_);
+            mean = temp(init_temp(st, binary(BinaryOp::div, s, count)), st);
+            const int acc = init_temp(st, sc(0.0));
+            const ExprRef a = temp(acc, st);
+            pass(x, st, [&](Phase& ph, const ExprRef& v) {
+                const int c = L.new_temp(st);
                 ph.out->push_back(assign(c, binary(BinaryOp::sub, v, mean)));
-                const ExprRef ce = temp(c, st_);
+                const ExprRef ce = temp(c, st);
                 ph.out->push_back(assign(acc, binary(BinaryOp::add, a, binary(BinaryOp::mul, ce, ce))));
             });
-            var = temp(init_temp(st_, binary(BinaryOp::div, a, count)), st_);
+            var = temp(init_temp(st, binary(BinaryOp::div, a, count)), st);
         }
-        const double eps = L.node(row).attrs.f("eps");
+        const double eps = L.node(r).attrs.f("eps");
         const ExprRef inv = temp(
-            init_temp(st_, binary(BinaryOp::div, sc(1.0), unary(UnaryOp::sqrt, binary(BinaryOp::add, var, sc(eps))))),
-            st_);
-        const auto& in = L.node(row).inputs;
-        pass([&](Phase& ph, const ExprRef& v) {
+            init_temp(st, binary(BinaryOp::div, sc(1.0), unary(UnaryOp::sqrt, binary(BinaryOp::add, var, sc(eps))))), st);
+        const ValueId gamma = L.node(r).inputs[1];
+        const ValueId beta = rms ? -1 : L.node(r).inputs[2];
+        finish(r, last, [lw = &L, rms, mean, inv, st, gamma, beta](const ExprRef& v, Phase& ph) {
             // ((v - mean) * inv) * gamma + beta, in the statistics type.
             ExprRef y = binary(BinaryOp::mul, binary(BinaryOp::mul, rms ? v : binary(BinaryOp::sub, v, mean), inv),
-                               cast(st_, L.value(in[1], ph)));
-            if (!rms) y = binary(BinaryOp::add, y, cast(st_, L.value(in[2], ph)));
-            write(ph, y);
+                               cast(st, lw->value(gamma, ph)));
+            if (!rms) y = binary(BinaryOp::add, y, cast(st, lw->value(beta, ph)));
+            return y;
         });
     }
 
-    void reduction() {
-        const Op op = L.node(row).op;
+    // Always the last row op of its group.
+    void reduction(ValueId r) {
+        const Op op = L.node(r).op;
+        const ValueId x = L.node(r).inputs[0];
         const DType dt = L.node(x).type.dtype;
         const bool is_float = kiln::is_floating(dt);
         const bool sum_like = op == Op::sum || op == Op::mean;
@@ -169,17 +237,19 @@ private:
         const int acc = init_temp(acc_t, init);
         const ExprRef a = temp(acc, acc_t);
         pass(
+            x, Type::f64,
             [&](Phase& ph, const ExprRef& v) {
                 ExprRef next = sum_like ? binary(BinaryOp::add, a, cast(acc_t, v))
                                         : binary(op == Op::max ? BinaryOp::max : BinaryOp::min, a, v);
                 ph.out->push_back(assign(acc, next));
+                L.store_outputs(elem_outs, ph);  // earlier row ops' outputs of the row's shape
             },
             /*as_is=*/true);
         ExprRef result = a;
         if (op == Op::mean) result = binary(BinaryOp::div, a, cast(Type::f64, row_len));
-        Space ws = L.make_space(row, {0}, {outer()});
+        Space ws = L.make_space(r, {0}, {outer()});
         Phase ph{&ws, &body(), {}};
-        write(ph, result);
+        write(r, ph, result, row_outs);
     }
 };
 

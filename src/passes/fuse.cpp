@@ -1,8 +1,9 @@
 // Fusion partitioning (see fuse.h). Three steps:
 // 1. each row op reserves the elementwise producers of its first operand that have that
 //    operand's shape and feed only the row op (decided from the last producer backwards);
-// 2. one pass in topological order places every needed node: a row op opens a group with
-//    its reserved producers; matmul, conv and other ops open a group of their own; an
+// 2. one pass in topological order places every needed node: a row op, with its reserved
+//    producers, continues the chain of a row group whose result they read over the same
+//    rows (chain_target), else opens a group; matmul, conv and other ops open a group of their own; an
 //    elementwise node extends a matmul group's epilogue chain when it reads the chain's
 //    tail and nothing else does, else joins the group of a row op whose result (or fused
 //    consumer) it reads, else merges with the elementwise groups of its operands, else
@@ -26,11 +27,14 @@ using Index = std::size_t;
 
 Index ix(ValueId v) { return static_cast<Index>(v); }
 
+// Row ops over the same rows chain into one row_reduction group (see fuse.h).
+constexpr bool kChainRows = true;
+
 struct Builder {
     GroupKind kind = GroupKind::opaque;
     std::vector<ValueId> nodes;
     std::vector<Dim> dims;    // elementwise: iteration shape; row: the row op's output shape
-    ValueId row_op = -1;      // row_reduction: the row op
+    ValueId row_op = -1;      // row_reduction: the last row op of the chain
     bool alive = true;
 };
 
@@ -128,8 +132,8 @@ private:
         return GroupKind::opaque;
     }
 
-    // Would merging `v` with the groups in `members` close a cycle in the group graph?
-    bool creates_cycle(ValueId v, const std::vector<int>& members) const {
+    // Would merging the nodes `vs` with the groups in `members` close a cycle in the group graph?
+    bool creates_cycle(const std::vector<ValueId>& vs, const std::vector<int>& members) const {
         std::vector<bool> in_t(groups_.size(), false), seen(groups_.size(), false);
         for (int m : members) in_t[static_cast<Index>(m)] = true;
         std::vector<int> stack;
@@ -141,7 +145,7 @@ private:
                 stack.push_back(gi);
             }
         };
-        push_preds(v, true);
+        for (ValueId v : vs) push_preds(v, true);
         for (int m : members)
             for (auto u : groups_[static_cast<Index>(m)].nodes) push_preds(u, true);
         while (!stack.empty()) {
@@ -153,6 +157,31 @@ private:
             for (auto u : groups_[static_cast<Index>(gi)].nodes) push_preds(u, false);
         }
         return false;
+    }
+
+    static bool is_reduction(ir::Op op) {
+        return op == ir::Op::sum || op == ir::Op::mean || op == ir::Op::max || op == ir::Op::min;
+    }
+
+    // The row group that row op `r` (with its reserved producers, `cluster` = those and r)
+    // continues as a chain, or -1. The cluster must read a node of a row group whose last row
+    // op keeps the shape (softmax, log_softmax, layer_norm, rms_norm: a reduction ends a
+    // chain) over the same rows as r: r's operand has that group's shape, and r is a
+    // softmax/norm or reduces exactly the last axis. Joining must not close a cycle.
+    int chain_target(ValueId r, const std::vector<ValueId>& cluster) const {
+        const ir::Node& nd = node(r);
+        if (is_reduction(nd.op) && nd.attrs.ints("axes").size() != 1) return -1;
+        const auto& xdims = node(nd.inputs[0]).type.dims;
+        for (ValueId u : cluster)
+            for (auto in : node(u).inputs) {
+                const int gi = group_of_[ix(in)];
+                if (gi < 0) continue;
+                const Builder& b = groups_[static_cast<Index>(gi)];
+                if (!b.alive || b.kind != GroupKind::row_reduction || is_reduction(node(b.row_op).op) || b.dims != xdims)
+                    continue;
+                if (!creates_cycle(cluster, {gi})) return gi;
+            }
+        return -1;
     }
 
     // Every node of elementwise group `gi` is used only inside it or by `v`.
@@ -179,7 +208,7 @@ private:
             if (group_of_[ix(in)] == gi) return false;
             if (node(in).type.rank() > node(v).type.rank()) return false;
         }
-        return !creates_cycle(v, {gi});
+        return !creates_cycle({v}, {gi});
     }
 
     void join(int gi, ValueId v) {
@@ -196,7 +225,13 @@ private:
             for (Index u = 0; u < ix(v); ++u)
                 if (reserved_by_[u] == v) nodes.push_back(static_cast<ValueId>(u));
             nodes.push_back(v);
-            int gi = open(kind, std::move(nodes), nd.type.dims);
+            int gi = kChainRows ? chain_target(v, nodes) : -1;
+            if (gi >= 0) {
+                for (ValueId u : nodes) join(gi, u);
+                groups_[static_cast<Index>(gi)].dims = nd.type.dims;
+            } else {
+                gi = open(kind, std::move(nodes), nd.type.dims);
+            }
             groups_[static_cast<Index>(gi)].row_op = v;
             return;
         }
@@ -217,7 +252,7 @@ private:
         }
         for (int gi : ops) {
             const Builder& b = groups_[static_cast<Index>(gi)];
-            if (b.kind != GroupKind::row_reduction || b.dims != nd.type.dims || creates_cycle(v, {gi})) continue;
+            if (b.kind != GroupKind::row_reduction || b.dims != nd.type.dims || creates_cycle({v}, {gi})) continue;
             join(gi, v);
             return;
         }
@@ -228,7 +263,7 @@ private:
             if (b.dims != nd.type.dims && !internal_to(gi, v)) continue;
             std::vector<int> trial = members;
             trial.push_back(gi);
-            if (!creates_cycle(v, trial)) members = std::move(trial);
+            if (!creates_cycle({v}, trial)) members = std::move(trial);
         }
         if (members.empty()) {
             open(GroupKind::elementwise, {v}, nd.type.dims);
@@ -252,7 +287,12 @@ private:
 
     std::string name_of(const Builder& b, std::size_t index) const {
         std::string name = "g" + std::to_string(index) + ".";
-        if (b.kind == GroupKind::row_reduction) return name + std::string(ir::op_name(node(b.row_op).op));
+        if (b.kind == GroupKind::row_reduction) {
+            std::string rows;
+            for (auto v : b.nodes)
+                if (is_row_op(node(v))) rows += (rows.empty() ? "" : "_") + std::string(ir::op_name(node(v).op));
+            return name + rows;
+        }
         std::vector<std::string_view> ops;
         for (auto v : b.nodes) {
             std::string_view op = ir::op_name(node(v).op);

@@ -14,10 +14,17 @@
 //   a value needed by two groups is an output of the group defining it (materialised);
 // - elementwise groups: every output has the same shape (the group's iteration shape);
 //   a node whose shape differs from it is used only inside the group;
-// - row_reduction groups: exactly one row op (softmax/log_softmax over the last axis,
-//   layer_norm, rms_norm, sum/mean/max/min over trailing axes); elementwise producers of
-//   its first operand that have that operand's shape and are used only inside the group
-//   come before it, elementwise consumers with the row op's output shape after it;
+// - row_reduction groups: one row op (softmax/log_softmax over the last axis, layer_norm,
+//   rms_norm, sum/mean/max/min over trailing axes) or a CHAIN of them over the same rows:
+//   every row op's first operand has the shape of the first one's, and all run over its
+//   last axis (a row op of the chain other than the first is a softmax, log_softmax,
+//   layer_norm, rms_norm, or a sum/mean/max/min over the last axis only, which ends the
+//   chain); a later row op reads earlier ones through elementwise nodes of the row's
+//   shape. Elementwise producers of a row op's first operand that have that operand's
+//   shape and are used only by it (possibly through each other) come before it,
+//   elementwise consumers with the (last) row op's output shape after it. A value of the
+//   chain needed outside the group (a graph output, another group's input) is one of the
+//   group's outputs like any other;
 // - matmul groups: the matmul node first, then its epilogue: a chain of elementwise nodes
 //   e1, e2, ... where e1 reads the matmul result, each e(i+1) reads e(i), every chain
 //   node but the last is read only by its successor (and is not a graph output), every
