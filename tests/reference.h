@@ -149,6 +149,9 @@ bool check_close(const kiln::Tensor& got, const RTensor& want, DType want_dtype,
                  const std::string& what = "");
 // Bitwise-or-close comparison of two kiln tensors (for thread tests).
 bool same_values(const kiln::Tensor& a, const kiln::Tensor& b, double tol);
+// max |a-b| / (1 + |b|) over all elements; NaN where both are NaN counts as equal, an
+// infinity must match exactly (else the result is infinite). Shapes and dtypes must match.
+double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b);
 
 // The tier-0 engine shared by the op tests (Options with jit = false).
 kiln::Engine& interp_engine();

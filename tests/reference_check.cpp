@@ -76,6 +76,21 @@ bool same_values(const kiln::Tensor& a, const kiln::Tensor& b, double tol) {
     return true;
 }
 
+double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b) {
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return INFINITY;
+    auto x = a.to_doubles(), y = b.to_doubles();
+    double m = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+        if (std::isinf(x[i]) || std::isinf(y[i])) {
+            if (x[i] != y[i]) return INFINITY;
+            continue;
+        }
+        m = std::max(m, std::fabs(x[i] - y[i]) / (1.0 + std::fabs(y[i])));
+    }
+    return m;
+}
+
 kiln::Options interp_options() {
     kiln::Options o;
     o.jit = false;

@@ -27,18 +27,6 @@ using namespace kiln;
 
 namespace {
 
-// Max |a-b| / (1 + |b|) over all elements.
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-    REQUIRE(a.shape() == b.shape());
-    REQUIRE(a.dtype() == b.dtype());
-    auto x = a.to_doubles(), y = b.to_doubles();
-    double m = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-        m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-    }
-    return m;
-}
 
 // Tolerance for a sum of k products of N(0,1) values, relative to 1 + |result|.
 double tol(DType dt, std::int64_t k) {
@@ -49,7 +37,7 @@ double tol(DType dt, std::int64_t k) {
 enum class Epi { none, bias_relu, bias_gelu, residual, gelu_tanh_scale };
 
 // y = epi(x @ W) with W a constant [K, N] (or a run-time second input when runtime_b).
-Graph make_graph(DType dt, std::vector<Dim> xdims, std::int64_t K, std::int64_t N, Epi epi, bool runtime_b,
+[[maybe_unused]] Graph make_graph(DType dt, std::vector<Dim> xdims, std::int64_t K, std::int64_t N, Epi epi, bool runtime_b,
                  std::vector<Dim> wdims = {}) {
     Tensor W = Tensor::randn({K, N}, 11, dt), b = Tensor::randn({N}, 12, dt);
     std::vector<ArgSpec> args{arg("x", dt, xdims)};
@@ -128,7 +116,7 @@ TEST_CASE("matmul tier: the lowered naive loop nest (kir::evaluate) matches the 
         const std::int64_t extent = kir::eval_index(k->extent, params.data());
         kir::evaluate(*k, bufs.data(), params.data(), 0, extent / 2);
         kir::evaluate(*k, bufs.data(), params.data(), extent / 2, extent);
-        CHECK(max_rel_diff(out, want) < tol(c.dt, c.a.back()));
+        CHECK(ref::max_rel_diff(out, want) < tol(c.dt, c.a.back()));
     }
 }
 
@@ -162,7 +150,7 @@ void compare(Function& fj, Function& fi, const std::vector<Tensor>& in, int time
     const Tensor want = fi(in)[0];
     for (int i = 0; i < times; ++i) {
         const Tensor got = fj(in)[0];
-        CHECK(max_rel_diff(got, want) < tolerance);
+        CHECK(ref::max_rel_diff(got, want) < tolerance);
     }
 }
 
@@ -273,8 +261,8 @@ TEST_CASE("matmul tier: 1-D operands (vector @ matrix, matrix @ vector, batched 
             std::vector<Tensor> in{Tensor::randn({K}, 1, dt), Tensor::randn({K, N}, 2, dt), Tensor::randn({2, M, K}, 3, dt)};
             const auto want = fi(in);
             const auto got = fj(in);
-            CHECK(max_rel_diff(got[0], want[0]) < tol(dt, K));
-            CHECK(max_rel_diff(got[1], want[1]) < tol(dt, K));
+            CHECK(ref::max_rel_diff(got[0], want[0]) < tol(dt, K));
+            CHECK(ref::max_rel_diff(got[1], want[1]) < tol(dt, K));
             // The comparison's result: equal except (rarely) where the product rounds near 0.
             CHECK(got[2].shape() == want[2].shape());
             const auto gb = got[2].to_doubles(), wb = want[2].to_doubles();
@@ -356,12 +344,12 @@ TEST_CASE("matmul tier: blocked GEMM vs naive loops vs interpreter, GFLOP/s of a
     for (int i = 0; i < 3; ++i) fb({x});
     CHECK(matmul_group(fb.stats()).compiled_calls > 0);
     const Tensor want = fi({x})[0];
-    CHECK(max_rel_diff(fb({x})[0], want) < tol(DType::f32, n));
+    CHECK(ref::max_rel_diff(fb({x})[0], want) < tol(DType::f32, n));
     const double gi = time_of(fi, x), gb = time_of(fb, x);
     // Few rows (the MLP at small batch): GEMV-like, bound by reading B.
     for (std::int64_t m : {1, 8, 64}) {
         Tensor xm = Tensor::randn({m, n}, 3);
-        CHECK(max_rel_diff(fb({xm})[0], fi({xm})[0]) < tol(DType::f32, n));
+        CHECK(ref::max_rel_diff(fb({xm})[0], fi({xm})[0]) < tol(DType::f32, n));
         const double a = time_of(fb, xm), b = time_of(fi, xm);
         MESSAGE(m << "x512x512 f32 matmul, 1 thread: tier 2 blocked GEMM " << a << " GFLOP/s, interpreter " << b << " GFLOP/s");
     }
@@ -369,7 +357,7 @@ TEST_CASE("matmul tier: blocked GEMM vs naive loops vs interpreter, GFLOP/s of a
     Function fn = en.load(g);
     for (int i = 0; i < 3; ++i) fn({x});
     tiers::set_llvm_blocked_gemm(true);
-    CHECK(max_rel_diff(fn({x})[0], want) < tol(DType::f32, n));
+    CHECK(ref::max_rel_diff(fn({x})[0], want) < tol(DType::f32, n));
     const double gn = time_of(fn, x);
     MESSAGE("512x512x512 f32 matmul, 1 thread: tier 2 blocked GEMM " << gb << " GFLOP/s, tier 2 naive KIR loops " << gn
                                                                        << " GFLOP/s, interpreter " << gi << " GFLOP/s ("

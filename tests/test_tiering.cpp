@@ -34,22 +34,6 @@ Options interp_options() {
     return o;
 }
 
-// Max |a-b| / (1 + |b|) over all elements; NaN where both are NaN counts as equal.
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-    REQUIRE(a.shape() == b.shape());
-    REQUIRE(a.dtype() == b.dtype());
-    auto x = a.to_doubles(), y = b.to_doubles();
-    double m = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-        if (std::isinf(x[i]) || std::isinf(y[i])) {
-            if (x[i] != y[i]) return INFINITY;
-            continue;
-        }
-        m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-    }
-    return m;
-}
 
 Graph chain_and_softmax() {
     Tensor g = Tensor::rand({16}, 3, DType::f32, 0.5, 1.5), b = Tensor::randn({16}, 4);
@@ -70,7 +54,7 @@ TEST_CASE("tiering: hot groups reach tier 2 and agree with the interpreter") {
     for (int i = 0; i < 4; ++i) {
         auto a = fj({x, y});
         auto b = fi({x, y});
-        for (std::size_t k = 0; k < a.size(); ++k) CHECK(max_rel_diff(a[k], b[k]) < 1e-5);
+        for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], b[k]) < 1e-5);
     }
     FunctionStats s = fj.stats();
     INFO(s.to_json());
@@ -95,7 +79,7 @@ TEST_CASE("tiering: a guard miss runs the interpreter and is counted") {
     Tensor x5 = Tensor::randn({5, 16}, 9);  // another batch: the specialisation's guard fails
     auto a = fj({x5, y});
     auto b = fi({x5, y});
-    for (std::size_t k = 0; k < a.size(); ++k) CHECK(max_rel_diff(a[k], b[k]) < 1e-5);
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], b[k]) < 1e-5);
     FunctionStats s = fj.stats();
     CHECK(s.guard_failures >= 1);
     CHECK(s.deopts >= 1);
@@ -114,7 +98,7 @@ TEST_CASE("tiering: the specialisation limit generalises instead of recompiling 
             Tensor x = Tensor::randn({batch, 16}, static_cast<std::uint64_t>(batch));
             auto a = fj({x, y});
             auto b = fi({x, y});
-            for (std::size_t k = 0; k < a.size(); ++k) REQUIRE(max_rel_diff(a[k], b[k]) < 1e-5);
+            for (std::size_t k = 0; k < a.size(); ++k) REQUIRE(ref::max_rel_diff(a[k], b[k]) < 1e-5);
         }
     FunctionStats s = fj.stats();
     INFO(s.to_json());
@@ -137,7 +121,7 @@ TEST_CASE("tiering: compile failures fall back, are counted, then blacklist the 
     for (int i = 0; i < 12; ++i) {
         auto a = fj({x, y});
         auto b = fi({x, y});
-        for (std::size_t k = 0; k < a.size(); ++k) REQUIRE(max_rel_diff(a[k], b[k]) == 0);
+        for (std::size_t k = 0; k < a.size(); ++k) REQUIRE(ref::max_rel_diff(a[k], b[k]) == 0);
     }
     tiers::set_llvm_fail_next_compiles(0);
     FunctionStats s = fj.stats();
@@ -160,7 +144,7 @@ TEST_CASE("tiering: one call mixes compiled and interpreted groups") {
     Function fj = Engine(jit_options()).load(g);
     Function fi = Engine(interp_options()).load(g);
     Tensor x = Tensor::randn({6, 16}, 3);
-    for (int i = 0; i < 4; ++i) CHECK(max_rel_diff(fj({x})[0], fi({x})[0]) < 1e-5);
+    for (int i = 0; i < 4; ++i) CHECK(ref::max_rel_diff(fj({x})[0], fi({x})[0]) < 1e-5);
     FunctionStats s = fj.stats();
     INFO(s.to_json());
     bool interp_group = false, compiled_group = false;
@@ -182,20 +166,20 @@ TEST_CASE("tiering: run() writes compiled outputs into the caller's buffers, in 
     for (int i = 0; i < 4; ++i) {
         std::vector<Tensor> in{x}, out{Tensor::zeros({1000})};
         fj.run(in, out);
-        CHECK(max_rel_diff(out[0], want) < 1e-6);
+        CHECK(ref::max_rel_diff(out[0], want) < 1e-6);
     }
     REQUIRE(fj.stats().calls_by_tier[2] >= 1);
     // The output aliases the input: the result must still be right.
     Tensor y = x.clone();
     std::vector<Tensor> in{y}, out{y};
     fj.run(in, out);
-    CHECK(max_rel_diff(y, want) < 1e-6);
+    CHECK(ref::max_rel_diff(y, want) < 1e-6);
     // A strided output buffer.
     Tensor big = Tensor::zeros({1000, 2});
     std::vector<Tensor> in2{x}, out2{big.slice(1, 0, 1).squeeze(1)};
     CHECK(!out2[0].is_contiguous());
     fj.run(in2, out2);
-    CHECK(max_rel_diff(big.slice(1, 0, 1).squeeze(1), want) < 1e-6);
+    CHECK(ref::max_rel_diff(big.slice(1, 0, 1).squeeze(1), want) < 1e-6);
 }
 
 TEST_CASE("tiering: warmup compiles ahead, so the first call runs compiled") {
@@ -211,7 +195,7 @@ TEST_CASE("tiering: warmup compiles ahead, so the first call runs compiled") {
     Tensor x = Tensor::randn({6, 16}, 1), y = Tensor::randn({16}, 2);
     auto a = fj({x, y});
     auto b = fi({x, y});
-    for (std::size_t k = 0; k < a.size(); ++k) CHECK(max_rel_diff(a[k], b[k]) < 1e-5);
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], b[k]) < 1e-5);
     CHECK(fj.stats().calls_by_tier[2] == 1);
     fj.warmup({{{6, 16}, {16}}});  // already covered: nothing more to compile
     CHECK(fj.stats().compiles == s.compiles);
@@ -287,7 +271,7 @@ TEST_CASE("tiering: differential, random graphs and shapes (tier 2 vs interprete
             auto b = fi({x, y});
             REQUIRE(a.size() == b.size());
             for (std::size_t k = 0; k < a.size(); ++k) {
-                double d = max_rel_diff(a[k], b[k]);
+                double d = ref::max_rel_diff(a[k], b[k]);
                 if (!(d < (dt == DType::f64 ? 1e-9 : 2e-4)))
                     FAIL("seed " << seed << " call " << call << " output " << k << " differs by " << d << "\n"
                                  << g.to_string({.max_constant_elements = 0}) << "\n"
