@@ -7,6 +7,7 @@
 
 #include "jit/executor.h"
 #include "reference.h"
+#include "reference_kir.h"
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
 #include "src/kir/kir.h"
@@ -79,24 +80,11 @@ RunStats check_graph(const kiln::Graph& kg, const std::vector<Tensor>& inputs, d
         // The interpreter's answer on the same inputs.
         std::vector<Tensor> want = vals;
         for (auto v : gr.nodes) want[static_cast<std::size_t>(v)] = interp(v, want);
-        // Buffers, params, extent, two chunks.
-        std::vector<Tensor> bufs;
-        for (auto v : gr.inputs) bufs.push_back(vals[static_cast<std::size_t>(v)].contiguous());
-        for (auto v : gr.outputs)
-            bufs.push_back(Tensor::empty(sp->shapes[static_cast<std::size_t>(v)], g.nodes[static_cast<std::size_t>(v)].type.dtype));
-        std::vector<void*> ptrs;
-        for (Tensor& t : bufs) ptrs.push_back(t.data());
-        std::vector<std::int64_t> params;
-        for (const auto& src : k->param_sources)
-            params.push_back(bufs[static_cast<std::size_t>(src.buffer)].shape()[static_cast<std::size_t>(src.dim)]);
-        const std::int64_t extent = kir::eval_index(k->extent, params.data());
-        REQUIRE(extent >= 0);
-        const std::int64_t mid = extent / 3;
-        kir::evaluate(*k, ptrs.data(), params.data(), 0, mid);
-        kir::evaluate(*k, ptrs.data(), params.data(), mid, extent);
+        // The kernel on the evaluator, in two chunks of its outer range.
+        const std::vector<Tensor> outs = ref::evaluate_group(*k, gr, g, *sp, vals);
         for (std::size_t i = 0; i < gr.outputs.size(); ++i) {
             const auto v = static_cast<std::size_t>(gr.outputs[i]);
-            const Tensor& got = bufs[gr.inputs.size() + i];
+            const Tensor& got = outs[i];
             const DType dt = g.nodes[v].type.dtype;
             ref::check_close(got, ref::from_kiln(want[v]), dt, ref::tol_for(dt, tol_scale), gr.name + " output " + std::to_string(i));
             vals[v] = got;
