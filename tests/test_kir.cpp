@@ -31,73 +31,10 @@ namespace ir = kiln::ir;
 namespace kir = kiln::kir;
 namespace passes = kiln::passes;
 
-struct RunStats {
-    int groups = 0, lowered = 0;
-};
+using RunStats = ref::GroupRunStats;
 
-// Runs `kg` on `inputs` group by group: lowered groups through kir::evaluate (split into
-// two chunks of the outer range), the others through the interpreter. Checks each lowered
-// group's outputs against the interpreter on the same inputs, and the graph's outputs
-// against kiln::Engine with the JIT off.
 RunStats check_graph(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol_scale = 4.0) {
-    const ir::Graph& g = *kg.impl();
-    kiln::jit::Plan plan = kiln::jit::make_plan(kg.impl());
-    std::vector<Shape> shapes;
-    for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    auto sp = kiln::jit::make_shape_plan(plan, shapes, "check_graph");
-    const passes::Partition p = passes::partition(g);
-    std::vector<Tensor> vals(g.nodes.size());
-    for (std::size_t id : plan.order) {
-        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
-        if (g.nodes[id].op == ir::Op::constant) vals[id] = g.nodes[id].value;
-    }
-    auto interp = [&](ir::ValueId v, const std::vector<Tensor>& env) {
-        const auto id = static_cast<std::size_t>(v);
-        std::vector<Tensor> ins;
-        for (auto in : g.nodes[id].inputs) ins.push_back(env[static_cast<std::size_t>(in)]);
-        const ir::Node& nd = sp->nodes[id] ? *sp->nodes[id] : g.nodes[id];
-        return kiln::interp::run_node(nd, ins, sp->shapes[id]);
-    };
-    RunStats stats;
-    for (const passes::Group& gr : p.groups) {
-        ++stats.groups;
-        INFO("group ", gr.name);
-        std::string why;
-        std::optional<kir::Kernel> k = kir::lower(g, gr, &why);
-        if (!k) {
-            CHECK_MESSAGE((gr.kind != passes::GroupKind::elementwise && gr.kind != passes::GroupKind::row_reduction),
-                          "not lowered: ", why);
-            CHECK(!why.empty());
-            for (auto v : gr.nodes) vals[static_cast<std::size_t>(v)] = interp(v, vals);
-            continue;
-        }
-        ++stats.lowered;
-        CHECK_NOTHROW(kir::verify(*k));
-        const std::string text = kir::print(*k);
-        INFO(text);
-        CHECK(text.find("buffer b0") != std::string::npos);
-        CHECK(text.find("for outer in") != std::string::npos);
-        // The interpreter's answer on the same inputs.
-        std::vector<Tensor> want = vals;
-        for (auto v : gr.nodes) want[static_cast<std::size_t>(v)] = interp(v, want);
-        // The kernel on the evaluator, in two chunks of its outer range.
-        const std::vector<Tensor> outs = ref::evaluate_group(*k, gr, g, *sp, vals);
-        for (std::size_t i = 0; i < gr.outputs.size(); ++i) {
-            const auto v = static_cast<std::size_t>(gr.outputs[i]);
-            const Tensor& got = outs[i];
-            const DType dt = g.nodes[v].type.dtype;
-            ref::check_close(got, ref::from_kiln(want[v]), dt, ref::tol_for(dt, tol_scale), gr.name + " output " + std::to_string(i));
-            vals[v] = got;
-        }
-    }
-    const std::vector<Tensor> engine = ref::run_graph(kg, inputs);
-    REQUIRE(engine.size() == g.outputs.size());
-    for (std::size_t i = 0; i < engine.size(); ++i) {
-        const DType dt = g.nodes[static_cast<std::size_t>(g.outputs[i])].type.dtype;
-        ref::check_close(vals[static_cast<std::size_t>(g.outputs[i])], ref::from_kiln(engine[i]), dt,
-                         ref::tol_for(dt, tol_scale), "graph output " + std::to_string(i));
-    }
-    return stats;
+    return ref::check_lowered_graph(kg, inputs, tol_scale);
 }
 
 // A shape broadcastable to `s`: some dims set to 1, maybe fewer leading dims.

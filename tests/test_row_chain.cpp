@@ -109,59 +109,10 @@ kiln::Graph trace_case(const Body& body, const std::vector<kiln::Dim>& xs, DType
                        body);
 }
 
-// Runs `kg` group by group: lowered groups through kir::evaluate (in two chunks of the
-// outer range), the others through the interpreter; checks every group output against the
-// interpreter on the same inputs and the graph outputs against the Engine with the JIT off.
-// Returns the number of groups; every row_reduction group must lower.
+// Lowers and evaluates every group of `kg` against the interpreter and the Engine
+// (ref::check_lowered_graph); returns the number of groups.
 std::size_t check_lowered(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol_scale) {
-    const ir::Graph& g = ir_of(kg);
-    kiln::jit::Plan plan = kiln::jit::make_plan(kg.impl());
-    std::vector<Shape> shapes;
-    for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    auto sp = kiln::jit::make_shape_plan(plan, shapes, "check_lowered");
-    const passes::Partition p = passes::partition(g);
-    std::vector<Tensor> vals(g.nodes.size());
-    for (std::size_t id : plan.order) {
-        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
-        if (g.nodes[id].op == ir::Op::constant) vals[id] = g.nodes[id].value;
-    }
-    auto interp = [&](ir::ValueId v, const std::vector<Tensor>& env) {
-        const auto id = static_cast<std::size_t>(v);
-        std::vector<Tensor> ins;
-        for (auto in : g.nodes[id].inputs) ins.push_back(env[static_cast<std::size_t>(in)]);
-        const ir::Node& nd = sp->nodes[id] ? *sp->nodes[id] : g.nodes[id];
-        return kiln::interp::run_node(nd, ins, sp->shapes[id]);
-    };
-    for (const passes::Group& gr : p.groups) {
-        INFO("group ", gr.name);
-        std::string why;
-        std::optional<kir::Kernel> k = kir::lower(g, gr, &why);
-        if (!k) {
-            CHECK_MESSAGE(gr.kind != passes::GroupKind::row_reduction, "not lowered: ", why);
-            for (auto v : gr.nodes) vals[static_cast<std::size_t>(v)] = interp(v, vals);
-            continue;
-        }
-        CHECK_NOTHROW(kir::verify(*k));
-        INFO(kir::print(*k));
-        std::vector<Tensor> want = vals;
-        for (auto v : gr.nodes) want[static_cast<std::size_t>(v)] = interp(v, want);
-        const std::vector<Tensor> outs = ref::evaluate_group(*k, gr, g, *sp, vals);
-        for (std::size_t i = 0; i < gr.outputs.size(); ++i) {
-            const auto v = static_cast<std::size_t>(gr.outputs[i]);
-            const Tensor& got = outs[i];
-            const DType dt = g.nodes[v].type.dtype;
-            ref::check_close(got, ref::from_kiln(want[v]), dt, ref::tol_for(dt, tol_scale), gr.name + " output " + std::to_string(i));
-            vals[v] = got;
-        }
-    }
-    const std::vector<Tensor> engine = ref::run_graph(kg, inputs);
-    REQUIRE(engine.size() == g.outputs.size());
-    for (std::size_t i = 0; i < engine.size(); ++i) {
-        const DType dt = g.nodes[static_cast<std::size_t>(g.outputs[i])].type.dtype;
-        ref::check_close(vals[static_cast<std::size_t>(g.outputs[i])], ref::from_kiln(engine[i]), dt,
-                         ref::tol_for(dt, tol_scale), "graph output " + std::to_string(i));
-    }
-    return p.groups.size();
+    return static_cast<std::size_t>(ref::check_lowered_graph(kg, inputs, tol_scale).groups);
 }
 
 }  // namespace
