@@ -8,7 +8,7 @@
 # Options:
 #   --threads N       threads for Kiln, the hand loops, the bandwidth test and PyTorch (default 1)
 #   --quick           fewer repetitions (a smoke run; the figures are noisier)
-#   --build-dir DIR   build directory (default: build/, configured RelWithDebInfo if new)
+#   --build-dir DIR   build directory (default: build/, configured by scripts/configure.sh)
 #   -j, --jobs N      parallel build jobs (default: 2, or $KILN_JOBS)
 #   --no-torch        do not run PyTorch
 #
@@ -54,12 +54,7 @@ fi
 bash "$ROOT/scripts/install_deps.sh" || exit 1
 
 # ---- build ----
-CONFIGURE=(-S "$ROOT" -B "$BUILD_DIR" -DKILN_BUILD_BENCHMARKS=ON -DKILN_SANITIZE=)
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
-  CONFIGURE+=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
-fi
-echo "==> configure $BUILD_DIR"
-cmake "${CONFIGURE[@]}" >/dev/null || { echo "bench.sh: configuring $BUILD_DIR failed" >&2; exit 1; }
+bash "$ROOT/scripts/configure.sh" "$BUILD_DIR" >/dev/null || { echo "bench.sh: configuring $BUILD_DIR failed" >&2; exit 1; }
 echo "==> build the bench targets (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target jit_workloads hand_loops bandwidth ||
   { echo "bench.sh: the build failed" >&2; exit 1; }

@@ -59,21 +59,7 @@ esac
 
 bash "$ROOT/scripts/install_deps.sh"
 
-# Reconfigure from scratch only if the directory was configured with another generator.
-FRESH=()
-if [[ -f "$BUILD_DIR/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD_DIR/CMakeCache.txt"; then
-  echo "test.sh: $BUILD_DIR was configured with another generator; reconfiguring it"
-  FRESH=(--fresh)
-fi
-
-echo "==> configure $BUILD_DIR"
-cmake "${FRESH[@]}" -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_WERROR=ON \
-  -DKILN_BUILD_TESTS=ON \
-  -DKILN_BUILD_EXAMPLES=ON \
-  -DKILN_BUILD_BENCHMARKS=ON \
-  "-DKILN_SANITIZE=$SANITIZE"
+bash "$ROOT/scripts/configure.sh" "$BUILD_DIR" "$SANITIZE"
 
 echo "==> build (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j "$JOBS"

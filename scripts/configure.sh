@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Configures a build directory with the settings every script of the project shares
+# (Ninja, RelWithDebInfo, warnings as errors, tests, examples and benchmarks on), so that
+# scripts/test.sh, scripts/quickstart.sh and scripts/bench.sh share one build/ instead of
+# rebuilding each other's.
+#   bash scripts/configure.sh BUILD_DIR [SANITIZERS]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${1:?usage: configure.sh BUILD_DIR [SANITIZERS]}"
+SANITIZE="${2:-}"
+
+# Reconfigure from scratch only if the directory was configured with another generator.
+FRESH=()
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD_DIR/CMakeCache.txt"; then
+  echo "configure.sh: $BUILD_DIR was configured with another generator; reconfiguring it"
+  FRESH=(--fresh)
+fi
+
+echo "==> configure $BUILD_DIR"
+cmake "${FRESH[@]}" -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKILN_WERROR=ON \
+  -DKILN_BUILD_TESTS=ON \
+  -DKILN_BUILD_EXAMPLES=ON \
+  -DKILN_BUILD_BENCHMARKS=ON \
+  "-DKILN_SANITIZE=$SANITIZE"
