@@ -19,12 +19,9 @@ constexpr std::size_t kMaxTrackedSignatures = 64;
 constexpr int kMaxFailures = 3;
 }  // namespace
 
+// The lowering decides what it can express and says why when it cannot.
 GroupRuntime::GroupRuntime(const ir::Graph& g, passes::Group grp) : group(std::move(grp)) {
-    if (group.kind == passes::GroupKind::elementwise || group.kind == passes::GroupKind::row_reduction ||
-        group.kind == passes::GroupKind::matmul)
-        kernel = kir::lower(g, group, &lower_failure);
-    else
-        lower_failure = "group kind is not lowered to kernel IR yet";
+    kernel = kir::lower(g, group, &lower_failure);
 }
 
 TierManager::TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options,
