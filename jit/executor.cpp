@@ -80,6 +80,31 @@ std::shared_ptr<const ShapePlan> ShapePlanCache::find(const std::vector<Shape>& 
     return it == map_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const ShapePlan> ShapePlanCache::find(std::span<const Tensor> inputs) const {
+    std::shared_lock lock(mu_);
+    auto it = map_.find(inputs);
+    return it == map_.end() ? nullptr : it->second;
+}
+
+namespace {
+// <0, 0, >0 as the shape list `a` orders before, equal to or after the inputs' shapes `b`.
+int compare_shapes(const std::vector<Shape>& a, std::span<const Tensor> b) {
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        if (a[i] < b[i].shape()) return -1;
+        if (b[i].shape() < a[i]) return 1;
+    }
+    return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
+}
+}  // namespace
+
+bool ShapePlanCache::ShapesLess::operator()(const std::vector<Shape>& a, std::span<const Tensor> b) const {
+    return compare_shapes(a, b) < 0;
+}
+
+bool ShapePlanCache::ShapesLess::operator()(std::span<const Tensor> a, const std::vector<Shape>& b) const {
+    return compare_shapes(b, a) > 0;
+}
+
 void ShapePlanCache::insert(const std::shared_ptr<const ShapePlan>& sp) {
     std::unique_lock lock(mu_);
     if (map_.size() < kCapacity) map_.emplace(sp->input_shapes, sp);

@@ -1,9 +1,11 @@
 #include "jit/run_plan.h"
 
+#include "src/core/storage.h"
 #include "src/core/strided.h"
 #include "src/support/check.h"
 #include "tiers/interp/interp.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace kiln::jit {
@@ -65,65 +67,190 @@ const Tensor* caller_buffer(const ir::Graph& graph, std::span<const Tensor> inpu
     return nullptr;
 }
 
-void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, const ir::Graph& graph,
-                  const ShapePlan& sp, std::vector<Tensor>& values, const std::vector<std::int64_t>& params,
-                  std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs) {
-    std::vector<Tensor> keep;  // dense copies of strided inputs live until the kernel returns
+// The working state of one call. Its vectors keep their capacity for the next call on the
+// same thread, so a steady-state call allocates none of them.
+struct CallScratch {
+    std::vector<const Tensor*> val;  // per value id: its tensor in this call (null: not made, released, or arena only)
+    std::vector<Tensor> owned;       // per value id: the tensor this call made for it, if any
+    std::vector<std::byte*> addr;    // per value id: where a compiled group wrote it in the arena, if it did
+    std::vector<Tensor> args, keep;
+    std::vector<std::int64_t> params;
     std::vector<void*> buffers;
-    buffers.reserve(g.inputs.size() + g.outputs.size());
+    ArenaPool::Lease arena;
+    std::shared_ptr<detail::Storage> arena_storage;  // a non-owning Storage over the arena, once the interpreter reads it
+
+    void clear() {
+        owned.clear();  // destroys the tensors, keeps the capacity
+        args.clear();
+        keep.clear();
+        arena_storage.reset();
+        arena.reset();
+    }
+};
+
+// One scratch per nesting level per thread: a call can start on a thread that is inside
+// another call (TBB runs other tasks while a parallel kernel waits).
+class ScratchStack {
+public:
+    CallScratch& push() {
+        if (depth_ == stack_.size()) stack_.push_back(std::make_unique<CallScratch>());
+        return *stack_[depth_++];
+    }
+    void pop() { stack_[--depth_]->clear(); }
+
+private:
+    std::vector<std::unique_ptr<CallScratch>> stack_;
+    std::size_t depth_ = 0;
+};
+
+thread_local ScratchStack t_scratch;
+
+struct ScratchLease {
+    CallScratch& s = t_scratch.push();
+    ScratchLease() = default;
+    ScratchLease(const ScratchLease&) = delete;
+    ScratchLease& operator=(const ScratchLease&) = delete;
+    ~ScratchLease() { t_scratch.pop(); }
+};
+
+class CallRunner {
+public:
+    CallRunner(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
+               std::span<const Tensor> caller_outputs, CallScratch& s)
+        : plan_(plan), g_(*plan.graph), tm_(tm), sp_(sp), inputs_(inputs), caller_outputs_(caller_outputs), s_(s),
+          mp_(sp.memory.get([&] { return make_memory_plan(); })) {}
+
+    int run(profiling::FunctionProfile* profile);
+    // The tensor of value `id` (an arena value is wrapped, without copying, for the interpreter).
+    const Tensor& tensor(std::size_t id);
+    // The tensor of graph output `id`, moved out when this call made it and `last` (no later
+    // output lists the same value).
+    Tensor take(std::size_t id, bool last);
+
+private:
+    MemoryPlan make_memory_plan() const;
+    std::byte* arena();
+    void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g);
+    void release_inputs(std::size_t id, std::int32_t upto);
+
+    const Plan& plan_;
+    const ir::Graph& g_;
+    TierManager& tm_;
+    const ShapePlan& sp_;
+    std::span<const Tensor> inputs_, caller_outputs_;
+    CallScratch& s_;
+    const MemoryPlan& mp_;
+};
+
+MemoryPlan CallRunner::make_memory_plan() const {
+    std::vector<bool> compilable;
+    for (const auto& gr : tm_.groups())
+        compilable.push_back(tm_.jit_enabled() && gr->kernel.has_value() && !has_empty_buffer(gr->group, sp_));
+    return plan_memory(g_, tm_.partition(), compilable, sp_.shapes);
+}
+
+std::byte* CallRunner::arena() {
+    if (!s_.arena.data()) s_.arena = plan_.arenas->acquire(mp_.arena_bytes);
+    return s_.arena.data();
+}
+
+const Tensor& CallRunner::tensor(std::size_t id) {
+    if (const Tensor* t = s_.val[id]) return *t;
+    std::byte* p = s_.addr[id];
+    KILN_CHECK(p != nullptr, "run_groups: value %" << id << " is read before it is computed, or after its last use");
+    if (!s_.arena_storage) {
+        auto st = std::make_shared<detail::Storage>();  // borrowed: the pool owns the memory
+        st->ptr = s_.arena.data();
+        st->bytes = mp_.arena_bytes;
+        s_.arena_storage = std::move(st);
+    }
+    const DType dt = g_.nodes[id].type.dtype;
+    const Shape& shape = sp_.shapes[id];
+    auto offset = static_cast<std::int64_t>(static_cast<std::size_t>(p - s_.arena.data()) / dtype_size(dt));
+    s_.owned[id] = Tensor(s_.arena_storage, shape, contiguous_strides(shape), offset, dt);
+    s_.val[id] = &s_.owned[id];
+    return s_.owned[id];
+}
+
+Tensor CallRunner::take(std::size_t id, bool last) {
+    const Tensor& t = tensor(id);
+    if (!last || &t != &s_.owned[id]) return t;
+    s_.val[id] = nullptr;
+    return std::move(s_.owned[id]);
+}
+
+void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
+    const auto& last_use = tm_.last_use();
+    for (auto in : g_.nodes[id].inputs) {
+        auto v = static_cast<std::size_t>(in);
+        if (last_use[v] > upto || g_.nodes[v].op == ir::Op::input) continue;
+        if (s_.val[v] == &s_.owned[v]) s_.owned[v] = Tensor();
+        s_.val[v] = nullptr;
+        s_.addr[v] = nullptr;
+    }
+}
+
+void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g) {
+    s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
+    s_.buffers.clear();
     for (auto in : g.inputs) {
-        const Tensor& t = values[static_cast<std::size_t>(in)];
+        auto id = static_cast<std::size_t>(in);
+        if (!s_.val[id] && s_.addr[id]) {
+            s_.buffers.push_back(s_.addr[id]);
+            continue;
+        }
+        const Tensor& t = tensor(id);
         if (t.is_contiguous()) {
-            buffers.push_back(t.data());
+            s_.buffers.push_back(t.data());
         } else {
-            keep.push_back(t.contiguous());
-            buffers.push_back(keep.back().data());
+            s_.keep.push_back(t.contiguous());
+            s_.buffers.push_back(s_.keep.back().data());
         }
     }
     for (auto out : g.outputs) {
-        if (const Tensor* c = caller_buffer(graph, inputs, caller_outputs, out)) {
-            buffers.push_back(c->data());
-            values[static_cast<std::size_t>(out)] = *c;
-            continue;
+        auto id = static_cast<std::size_t>(out);
+        if (const Tensor* c = caller_buffer(g_, inputs_, caller_outputs_, out)) {
+            s_.buffers.push_back(c->data());
+            s_.val[id] = c;
+        } else if (mp_.offset[id] >= 0) {
+            std::byte* p = arena() + mp_.offset[id];
+            s_.buffers.push_back(p);
+            s_.addr[id] = p;
+            s_.val[id] = nullptr;
+        } else {
+            s_.owned[id] = Tensor::empty(sp_.shapes[id], g_.nodes[id].type.dtype);
+            s_.buffers.push_back(s_.owned[id].data());
+            s_.val[id] = &s_.owned[id];
         }
-        Tensor t = Tensor::empty(sp.shapes[static_cast<std::size_t>(out)], graph.nodes[static_cast<std::size_t>(out)].type.dtype);
-        buffers.push_back(t.data());
-        values[static_cast<std::size_t>(out)] = std::move(t);
     }
-    std::int64_t extent = kir::eval_index(k.extent, params.data());
+    const std::int64_t* ps = s_.params.data();
+    std::int64_t extent = kir::eval_index(k.extent, ps);
     if (extent <= 0) return;
     std::int64_t work = 1;
-    for (auto d : sp.shapes[static_cast<std::size_t>(g.outputs[0])]) work *= d;
+    for (auto d : sp_.shapes[static_cast<std::size_t>(g.outputs[0])]) work *= d;
     std::int64_t per_outer = std::max<std::int64_t>(1, work / extent);
     // A matmul kernel does K multiply-adds per output element.
-    if (k.matmul) per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, params.data()));
-    tiers::KernelFn fn = v.code->entry();
-    void* const* bufs = buffers.data();
-    const std::int64_t* ps = params.data();
-    core::parallel_range(extent, per_outer, [&](std::int64_t b, std::int64_t e) { fn(bufs, ps, b, e); });
+    if (k.matmul) per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, ps));
+    // The closure holds one pointer, so std::function keeps it inline (no allocation).
+    struct Launch {
+        tiers::KernelFn fn;
+        void* const* bufs;
+        const std::int64_t* ps;
+    } launch{v.code->entry(), s_.buffers.data(), ps};
+    core::parallel_range(extent, per_outer, [&launch](std::int64_t b, std::int64_t e) { launch.fn(launch.bufs, launch.ps, b, e); });
 }
 
-}  // namespace
-
-std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                               profiling::FunctionProfile* profile, int* max_tier,
-                               std::span<const Tensor> caller_outputs) {
-    const ir::Graph& g = *plan.graph;
-    std::vector<Tensor> values(g.nodes.size());
-    for (std::size_t i = 0; i < g.inputs.size(); ++i) values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
-    for (std::size_t id : plan.order)
-        if (g.nodes[id].op == ir::Op::constant) values[id] = g.nodes[id].value;
-    const auto& last_use = tm.last_use();
-    const auto& step_of = tm.step_of();
-    auto release = [&](std::size_t id, std::int32_t upto) {
-        for (auto in : g.nodes[id].inputs)
-            if (last_use[static_cast<std::size_t>(in)] <= upto && g.nodes[static_cast<std::size_t>(in)].op != ir::Op::input)
-                values[static_cast<std::size_t>(in)] = Tensor();
-    };
-    std::vector<Tensor> args;
-    std::vector<std::int64_t> params;
+int CallRunner::run(profiling::FunctionProfile* profile) {
+    const std::size_t n = g_.nodes.size();
+    s_.val.assign(n, nullptr);
+    s_.addr.assign(n, nullptr);
+    s_.owned.resize(n);
+    for (std::size_t i = 0; i < g_.inputs.size(); ++i) s_.val[static_cast<std::size_t>(g_.inputs[i])] = &inputs_[i];
+    for (std::size_t id : plan_.order)
+        if (g_.nodes[id].op == ir::Op::constant) s_.val[id] = &g_.nodes[id].value;
+    const auto& step_of = tm_.step_of();
     int top = 0;
-    for (auto& grp : tm.groups()) {
+    for (auto& grp : tm_.groups()) {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;
         auto t0 = Clock::now();
@@ -131,13 +258,13 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
         bool done = false, planned = false;
         // Zero-size buffers run on the interpreter: it raises the errors the op owes
         // (e.g. max over an empty row) and costs nothing.
-        if (gr.kernel && !has_empty_buffer(group, sp)) {
-            group_params(*gr.kernel, group, sp, params);
+        if (gr.kernel && !has_empty_buffer(group, sp_)) {
+            group_params(*gr.kernel, group, sp_, s_.params);
             planned = true;
             std::shared_ptr<const CodeSet> code = gr.code();
             if (!code->versions.empty()) {
-                if (const CompiledVersion* v = TierManager::select(*code, params.data())) {
-                    run_compiled(*v, *gr.kernel, group, g, sp, values, params, inputs, caller_outputs);
+                if (const CompiledVersion* v = TierManager::select(*code, s_.params.data())) {
+                    run_compiled(*v, *gr.kernel, group);
                     top = std::max(top, v->tier);
                     gr.calls_compiled.fetch_add(1, std::memory_order_relaxed);
                     done = true;
@@ -150,28 +277,62 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
         if (!done) {
             for (auto nid : group.nodes) {
                 auto id = static_cast<std::size_t>(nid);
-                const ir::Node& node = g.nodes[id];
-                args.clear();
-                for (auto in : node.inputs) args.push_back(values[static_cast<std::size_t>(in)]);
-                const ir::Node& eff = sp.nodes[id] ? *sp.nodes[id] : node;
+                const ir::Node& node = g_.nodes[id];
+                s_.args.clear();
+                for (auto in : node.inputs) s_.args.push_back(tensor(static_cast<std::size_t>(in)));
+                const ir::Node& eff = sp_.nodes[id] ? *sp_.nodes[id] : node;
                 auto n0 = Clock::now();
-                values[id] = interp::run_node(eff, args, sp.shapes[id]);
+                s_.owned[id] = interp::run_node(eff, s_.args, sp_.shapes[id]);
+                s_.val[id] = &s_.owned[id];
                 if (profile) profile->record_node(id, ns_since(n0));
-                args.clear();
-                release(id, step_of[id]);
+                s_.args.clear();
+                release_inputs(id, step_of[id]);
             }
         }
         // Free what this group read for the last time (compiled groups read all at once).
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
-        for (auto nid : group.nodes) release(static_cast<std::size_t>(nid), last_step);
+        for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
         gr.ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
-        if (!done && planned) tm.note_interpreted(gr, params);
+        if (!done && planned) tm_.note_interpreted(gr, s_.params);
     }
-    *max_tier = top;
+    return top;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
+                               profiling::FunctionProfile* profile, int* max_tier,
+                               std::span<const Tensor> caller_outputs) {
+    ScratchLease lease;
+    CallRunner runner(plan, tm, sp, inputs, caller_outputs, lease.s);
+    *max_tier = runner.run(profile);
+    const ir::Graph& g = *plan.graph;
     std::vector<Tensor> outs;
     outs.reserve(g.outputs.size());
-    for (auto o : g.outputs) outs.push_back(values[static_cast<std::size_t>(o)]);
+    for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+        auto o = g.outputs[i];
+        bool last = std::find(g.outputs.begin() + static_cast<std::ptrdiff_t>(i) + 1, g.outputs.end(), o) == g.outputs.end();
+        outs.push_back(runner.take(static_cast<std::size_t>(o), last));
+    }
+    // Graph outputs never live in the arena, nor alias it (plan_memory); should one ever
+    // do, it is copied out, since the arena goes back to the pool now.
+    if (const auto& arena = lease.s.arena_storage)
+        for (Tensor& t : outs)
+            if (t.storage() == arena) t = t.clone();
     return outs;
+}
+
+void run_groups_into(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
+                     profiling::FunctionProfile* profile, int* max_tier, std::span<const Tensor> outputs) {
+    ScratchLease lease;
+    CallRunner runner(plan, tm, sp, inputs, outputs, lease.s);
+    *max_tier = runner.run(profile);
+    const ir::Graph& g = *plan.graph;
+    // Compiled groups wrote some outputs in place; copy the others.
+    for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+        const Tensor& t = runner.tensor(static_cast<std::size_t>(g.outputs[i]));
+        if (&t != &outputs[i]) outputs[i].copy_from(t);
+    }
 }
 
 }  // namespace kiln::jit

@@ -2,6 +2,10 @@
 // Runs one call as a plan of fusion groups, each at the best tier it has: a compiled
 // version whose guard passes, else the interpreter (a guard failure and a deopt are counted
 // when compiled versions existed but none fit). Frees every intermediate after its last use.
+// Compiled groups write intermediates into an arena block from the function's pool, laid
+// out by jit/memory_plan.h; the call's working vectors are per-thread scratch reused from
+// call to call. So a steady-state call whose groups all run compiled allocates nothing but
+// its outputs (run_groups) or nothing at all (run_groups_into with dense outputs).
 #include "jit/executor.h"
 #include "jit/tier_manager.h"
 
@@ -20,5 +24,9 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
 std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
                                profiling::FunctionProfile* profile, int* max_tier,
                                std::span<const Tensor> caller_outputs = {});
+// The same, with every graph output written into the caller's `outputs` (checked for shape
+// and dtype): in place by compiled groups where they are dense, else copied.
+void run_groups_into(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
+                     profiling::FunctionProfile* profile, int* max_tier, std::span<const Tensor> outputs);
 
 }  // namespace kiln::jit

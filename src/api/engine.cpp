@@ -49,13 +49,18 @@ std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(const std::vector
     return sp;
 }
 
+std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(std::span<const Tensor> inputs) {
+    if (auto sp = shape_plans.find(inputs)) return sp;
+    std::vector<Shape> shapes;
+    shapes.reserve(inputs.size());
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    return shape_plan(shapes);
+}
+
 std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
     try {
         jit::check_inputs(*plan.graph, inputs, what);
-        std::vector<Shape> shapes;
-        shapes.reserve(inputs.size());
-        for (const Tensor& t : inputs) shapes.push_back(t.shape());
-        return call_planned(inputs, *shape_plan(shapes));
+        return call_planned(inputs, *shape_plan(inputs));
     } catch (const Error&) {
         failed_calls.fetch_add(1, std::memory_order_relaxed);
         throw;
@@ -70,6 +75,15 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
     return out;
+}
+
+void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
+                                     std::span<const Tensor> outputs) {
+    int tier = 0;
+    jit::run_groups_into(plan, tiers, sp, inputs, &profile, &tier, outputs);
+    profile.record_call(sp.input_shapes, sp.bindings);
+    calls.fetch_add(1, std::memory_order_relaxed);
+    calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
 }
 
 FunctionStats FunctionImpl::stats() const {
@@ -150,9 +164,7 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     std::shared_ptr<const jit::ShapePlan> sp;
     try {
         jit::check_inputs(*f.plan.graph, inputs, f.what);
-        std::vector<Shape> shapes;
-        for (const Tensor& t : inputs) shapes.push_back(t.shape());
-        sp = f.shape_plan(shapes);
+        sp = f.shape_plan(inputs);
     } catch (const Error&) {
         f.failed_calls.fetch_add(1, std::memory_order_relaxed);
         throw;
@@ -169,17 +181,13 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
         KILN_USER_CHECK(o.shape() == expect[i], f.what << ": output " << i << " expected shape " << shape_to_string(expect[i])
                                                        << ", got " << shape_to_string(o.shape()));
     }
-    std::vector<Tensor> res;
+    // Compiled groups write outputs in place where they can; the others are copied.
     try {
-        res = f.call_planned(inputs, *sp, std::span<const Tensor>(outputs.data(), outputs.size()));
+        f.call_planned_into(inputs, *sp, std::span<const Tensor>(outputs.data(), outputs.size()));
     } catch (const Error&) {
         f.failed_calls.fetch_add(1, std::memory_order_relaxed);
         throw;
     }
-    // Compiled groups wrote some outputs in place; copy the others.
-    for (std::size_t i = 0; i < outputs.size(); ++i)
-        if (!(res[i].shares_storage(outputs[i]) && res[i].data() == outputs[i].data() && res[i].strides() == outputs[i].strides()))
-            outputs[i].copy_from(res[i]);
 }
 
 void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {

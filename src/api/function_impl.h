@@ -35,8 +35,12 @@ public:
     // A call whose inputs were checked and whose shapes were planned.
     std::vector<Tensor> call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
                                      std::span<const Tensor> caller_outputs = {});
+    // The same, writing every output into the caller's (checked) tensors.
+    void call_planned_into(std::span<const Tensor> inputs, const jit::ShapePlan& sp, std::span<const Tensor> outputs);
     // The shape plan for these input shapes: cached, or made (and cached while there is room).
     std::shared_ptr<const jit::ShapePlan> shape_plan(const std::vector<Shape>& shapes);
+    // The same for the inputs' shapes; a cached plan is found without copying them.
+    std::shared_ptr<const jit::ShapePlan> shape_plan(std::span<const Tensor> inputs);
     FunctionStats stats() const;
 
     Graph graph;

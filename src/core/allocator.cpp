@@ -1,6 +1,7 @@
 #include "src/core/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -25,6 +26,8 @@ Cache& cache() {
     return *c;
 }
 
+std::atomic<std::uint64_t> g_alloc_count{0};
+
 void raw_free(void* p, std::size_t capacity) {
     if (capacity >= kAligned) ::operator delete(p, std::align_val_t(64));
     else ::operator delete(p);
@@ -41,6 +44,7 @@ std::size_t round_capacity(std::size_t bytes) {
 }  // namespace
 
 void* host_alloc(std::size_t bytes, std::size_t* capacity) {
+    g_alloc_count.fetch_add(1, std::memory_order_relaxed);
     std::size_t cap = round_capacity(bytes);
     if (cap >= kLargeBlock) {
         Cache& c = cache();
@@ -87,6 +91,8 @@ void host_trim() {
     }
     for (const Block& b : blocks) raw_free(b.p, b.capacity);
 }
+
+std::uint64_t host_alloc_count() { return g_alloc_count.load(std::memory_order_relaxed); }
 
 std::size_t host_cached_bytes() {
     Cache& c = cache();

@@ -5,6 +5,7 @@
 // its pages mapped instead of paying page faults on each call. The cache holds at most
 // kMaxCachedBytes; it is process-wide and thread-safe.
 #include <cstddef>
+#include <cstdint>
 
 namespace kiln::core {
 
@@ -19,5 +20,8 @@ void host_free(void* p, std::size_t capacity);
 // Drops every cached block (tests; memory pressure).
 void host_trim();
 std::size_t host_cached_bytes();
+// How many blocks host_alloc() has handed out since the process started (tests count the
+// allocations of a call with it).
+std::uint64_t host_alloc_count();
 
 }  // namespace kiln::core

@@ -1,0 +1,197 @@
+#include "jit/memory_plan.h"
+
+#include "src/core/allocator.h"
+#include "src/support/check.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::jit {
+
+std::size_t assign_offsets(std::span<const LiveBuffer> buffers, std::vector<std::size_t>& offsets) {
+    const std::size_t n = buffers.size();
+    offsets.assign(n, 0);
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    auto size_of = [&](std::size_t i) { return (buffers[i].bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
+    // Largest first; among equals, the earliest defined (deterministic).
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        if (size_of(a) != size_of(b)) return size_of(a) > size_of(b);
+        return buffers[a].first < buffers[b].first;
+    });
+    std::vector<std::size_t> placed, conflicts;
+    std::size_t arena = 0;
+    for (std::size_t i : order) {
+        const std::size_t size = size_of(i);
+        if (size == 0) continue;
+        const LiveBuffer& b = buffers[i];
+        // The placed buffers live at the same time as this one, by offset.
+        conflicts.clear();
+        for (std::size_t j : placed)
+            if (buffers[j].first <= b.last && b.first <= buffers[j].last) conflicts.push_back(j);
+        std::sort(conflicts.begin(), conflicts.end(), [&](std::size_t x, std::size_t y) { return offsets[x] < offsets[y]; });
+        // The smallest gap between them that fits, else the end of the last one.
+        std::size_t end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
+        for (std::size_t j : conflicts) {
+            if (offsets[j] > end && offsets[j] - end >= size && offsets[j] - end < best_gap) {
+                best = end;
+                best_gap = offsets[j] - end;
+            }
+            end = std::max(end, offsets[j] + size_of(j));
+        }
+        offsets[i] = best != SIZE_MAX ? best : end;
+        arena = std::max(arena, offsets[i] + size);
+        placed.push_back(i);
+    }
+    return arena;
+}
+
+bool may_return_view(ir::Op op) {
+    switch (op) {
+    case ir::Op::reshape:
+    case ir::Op::permute:
+    case ir::Op::squeeze:
+    case ir::Op::unsqueeze:
+    case ir::Op::broadcast_to:
+    case ir::Op::slice: return true;
+    default: return false;
+    }
+}
+
+MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
+                       const std::vector<Shape>& shapes) {
+    const std::size_t n = g.nodes.size();
+    KILN_CHECK(compilable.size() == partition.groups.size() && shapes.size() == n && partition.group_of.size() == n,
+               "plan_memory: partition, compilable flags and shapes disagree on sizes");
+    auto u = [](auto v) { return static_cast<std::size_t>(v); };
+    std::vector<bool> is_output(n, false);
+    for (auto o : g.outputs) is_output[u(o)] = true;
+
+    // Each value's alias root: the value it may be a view of (through chains of view ops),
+    // else itself. The root's alias set escapes when a graph output is in it, and lives
+    // until the last group that reads any value of the set.
+    std::vector<std::size_t> root(n);
+    std::vector<std::int32_t> last_group(n, -1);
+    for (std::size_t id = 0; id < n; ++id) {
+        const ir::Node& node = g.nodes[id];
+        root[id] = may_return_view(node.op) && !node.inputs.empty() ? root[u(node.inputs[0])] : id;
+        const int gi = partition.group_of[id];
+        if (gi < 0) continue;
+        for (auto in : node.inputs) last_group[u(in)] = std::max(last_group[u(in)], static_cast<std::int32_t>(gi));
+    }
+    std::vector<std::int32_t> set_last(n, -1);
+    std::vector<bool> escapes(n, false);
+    for (std::size_t id = 0; id < n; ++id) {
+        set_last[root[id]] = std::max(set_last[root[id]], last_group[id]);
+        if (is_output[id]) escapes[root[id]] = true;
+    }
+
+    std::vector<LiveBuffer> buffers;
+    std::vector<std::size_t> values;
+    for (std::size_t gi = 0; gi < partition.groups.size(); ++gi) {
+        if (!compilable[gi]) continue;
+        for (auto o : partition.groups[gi].outputs) {
+            const std::size_t v = u(o);
+            if (is_output[v] || escapes[root[v]]) continue;
+            std::size_t bytes = dtype_size(g.nodes[v].type.dtype);
+            for (auto d : shapes[v]) bytes *= static_cast<std::size_t>(d);
+            if (bytes == 0) continue;
+            const auto first = static_cast<std::int32_t>(gi);
+            buffers.push_back({bytes, first, std::max(first, set_last[root[v]])});
+            values.push_back(v);
+        }
+    }
+    MemoryPlan mp;
+    mp.offset.assign(n, -1);
+    mp.live.assign(n, LiveBuffer{});
+    std::vector<std::size_t> offsets;
+    mp.arena_bytes = assign_offsets(buffers, offsets);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        mp.offset[values[i]] = static_cast<std::int64_t>(offsets[i]);
+        mp.live[values[i]] = buffers[i];
+        mp.placed_bytes += (buffers[i].bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    }
+    mp.placed = values.size();
+    return mp;
+}
+
+// ---- ArenaPool ----
+// A block is one host allocation: a header line, then the arena (both 64-byte aligned).
+namespace {
+
+struct BlockHeader {
+    std::size_t capacity;  // of the host allocation
+    std::size_t usable;    // arena bytes after the header
+};
+constexpr std::size_t kHeader = kArenaAlign;
+static_assert(sizeof(BlockHeader) <= kHeader);
+// host_alloc aligns blocks of 1 KiB and more to 64 bytes.
+constexpr std::size_t kMinBlock = 1024;
+
+BlockHeader* header(void* block) { return static_cast<BlockHeader*>(block); }
+
+void* new_block(std::size_t bytes) {
+    std::size_t capacity = 0;
+    void* p = core::host_alloc(std::max(bytes + kHeader, kMinBlock), &capacity);
+    auto* h = header(p);
+    h->capacity = capacity;
+    h->usable = capacity - kHeader;
+    return p;
+}
+
+void free_block(void* block) { core::host_free(block, header(block)->capacity); }
+
+}  // namespace
+
+ArenaPool::Lease& ArenaPool::Lease::operator=(Lease&& o) noexcept {
+    if (this != &o) {
+        reset();
+        pool_ = o.pool_;
+        block_ = o.block_;
+        o.pool_ = nullptr;
+        o.block_ = nullptr;
+    }
+    return *this;
+}
+
+std::byte* ArenaPool::Lease::data() const { return block_ ? static_cast<std::byte*>(block_) + kHeader : nullptr; }
+
+void ArenaPool::Lease::reset() {
+    if (block_) pool_->release(block_);
+    pool_ = nullptr;
+    block_ = nullptr;
+}
+
+ArenaPool::Lease ArenaPool::acquire(std::size_t bytes) {
+    for (auto& slot : slots_) {
+        if (!slot.load(std::memory_order_relaxed)) continue;
+        void* b = slot.exchange(nullptr, std::memory_order_acquire);
+        if (!b) continue;
+        if (header(b)->usable >= bytes) return Lease(this, b);
+        free_block(b);  // too small for this signature: replace it by one that fits
+        break;
+    }
+    allocated_.fetch_add(1, std::memory_order_relaxed);
+    return Lease(this, new_block(bytes));
+}
+
+void ArenaPool::release(void* block) {
+    for (auto& slot : slots_) {
+        void* expected = nullptr;
+        if (slot.compare_exchange_strong(expected, block, std::memory_order_release, std::memory_order_relaxed)) return;
+    }
+    free_block(block);
+}
+
+void ArenaPool::trim() {
+    for (auto& slot : slots_)
+        if (void* b = slot.exchange(nullptr, std::memory_order_acquire)) free_block(b);
+}
+
+std::size_t ArenaPool::pooled_blocks() const {
+    std::size_t n = 0;
+    for (const auto& slot : slots_) n += slot.load(std::memory_order_relaxed) != nullptr;
+    return n;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,149 @@
+#pragma once
+// Memory planning: where a call keeps the intermediates of its compiled groups.
+//
+// An intermediate is a value that a group computes and a later group reads, which is not a
+// graph output (nor an input or constant: those are never computed). When the group that
+// defines it runs compiled, its kernel writes it into the call's arena, one block of
+// memory laid out once per shape signature (plan_memory), instead of a fresh allocation.
+// Values whose live ranges (in group steps) do not overlap share memory.
+//
+// What may live in the arena (decided from the graph, for any tier each group runs on):
+// - outputs of groups that can run compiled (a lowered kernel, an optimising tier, no
+//   zero-size buffer at these shapes); values of other groups come from the interpreter;
+// - that are not graph outputs and that no graph output can alias: the interpreter's shape
+//   ops (reshape, permute, squeeze, unsqueeze, broadcast_to, slice) may return views, so a
+//   value is kept out of the arena when a graph output is a view of it (through any chain
+//   of such ops), since the arena goes back to the pool when the call ends. A view that
+//   does not escape extends its base's live range to the view's last reader.
+// Layout: values sorted by size (largest first), each put at the lowest-waste gap (best
+// fit) among the values whose live ranges overlap its own, or after them; sizes and
+// offsets are multiples of kArenaAlign (64 bytes).
+//
+// Arena blocks come from an ArenaPool per function (see below), so a steady-state call
+// allocates nothing for its intermediates. Tests: tests/test_memory_plan.cpp.
+#include "src/ir/ir.h"
+#include "src/passes/fuse.h"
+
+#include <kiln/tensor.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace kiln::jit {
+
+inline constexpr std::size_t kArenaAlign = 64;
+
+// One buffer to place: its size in bytes and its live range in group steps (inclusive:
+// defined by group `first`, last read by group `last`).
+struct LiveBuffer {
+    std::size_t bytes = 0;
+    std::int32_t first = 0;
+    std::int32_t last = 0;
+};
+
+// Assigns offsets (multiples of kArenaAlign) such that two buffers whose live ranges overlap
+// never overlap in memory. Returns the arena size (a multiple of kArenaAlign).
+std::size_t assign_offsets(std::span<const LiveBuffer> buffers, std::vector<std::size_t>& offsets);
+
+struct MemoryPlan {
+    std::vector<std::int64_t> offset;  // per node id: byte offset in the arena, or -1 (not placed)
+    std::vector<LiveBuffer> live;      // per node id: size and live range of a placed value
+    std::size_t arena_bytes = 0;       // multiple of kArenaAlign
+    std::size_t placed_bytes = 0;      // sum of the placed values' sizes (rounded up to kArenaAlign)
+    std::size_t placed = 0;            // number of values placed
+};
+
+// Does the interpreter's kernel of `op` possibly return a view of its first operand?
+bool may_return_view(ir::Op op);
+
+// The layout for one shape signature. `compilable[i]`: whether group i of `partition` can run
+// compiled at these shapes; `shapes`: every node's concrete shape (ShapePlan::shapes).
+MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
+                       const std::vector<Shape>& shapes);
+
+// A MemoryPlan computed once, on first use, by whichever thread gets there first (lock-free;
+// a thread that loses the race drops its copy). Lives in the immutable, shared ShapePlan.
+class LazyMemoryPlan {
+public:
+    LazyMemoryPlan() = default;
+    LazyMemoryPlan(const LazyMemoryPlan&) = delete;
+    LazyMemoryPlan& operator=(const LazyMemoryPlan&) = delete;
+    ~LazyMemoryPlan() { delete plan_.load(std::memory_order_acquire); }
+
+    template <class Make> const MemoryPlan& get(Make&& make) const {
+        if (const MemoryPlan* p = plan_.load(std::memory_order_acquire)) return *p;
+        auto fresh = std::make_unique<const MemoryPlan>(make());
+        const MemoryPlan* expected = nullptr;
+        if (plan_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel, std::memory_order_acquire))
+            return *fresh.release();
+        return *expected;
+    }
+
+private:
+    mutable std::atomic<const MemoryPlan*> plan_{nullptr};
+};
+
+// Arena blocks of one function, shared by its concurrent calls.
+//
+// Policy: the pool has kSlots slots, each empty or holding one block. acquire() takes the
+// first pooled block it finds (an atomic exchange per slot, no lock); if that block is too
+// small for this call's arena it is freed and a block of the needed size allocated instead,
+// and if no slot holds a block a new one is allocated. release() puts the block into the first
+// empty slot (an atomic compare-exchange), or frees it when every slot is taken. So:
+// - concurrent calls each hold their own block, never shared;
+// - in a steady state of at most kSlots concurrent calls, no call allocates: blocks move
+//   between the slots and the calls;
+// - the pool keeps at most kSlots blocks, each as large as the largest arena it was needed
+//   for (blocks grow to the largest shape signature in traffic and stay there until trim());
+//   calls beyond kSlots at once allocate and free their own block (through the host
+//   allocator, whose cache keeps large blocks mapped).
+class ArenaPool {
+public:
+    static constexpr std::size_t kSlots = 8;
+
+    ArenaPool() = default;
+    ArenaPool(const ArenaPool&) = delete;
+    ArenaPool& operator=(const ArenaPool&) = delete;
+    ~ArenaPool() { trim(); }
+
+    // A checked-out block; returns itself to the pool when destroyed.
+    class Lease {
+    public:
+        Lease() = default;
+        Lease(Lease&& o) noexcept : pool_(o.pool_), block_(o.block_) { o.pool_ = nullptr, o.block_ = nullptr; }
+        Lease& operator=(Lease&& o) noexcept;
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        ~Lease() { reset(); }
+        std::byte* data() const;  // 64-byte aligned; null when nothing was acquired
+        void reset();             // returns the block now
+
+    private:
+        friend class ArenaPool;
+        Lease(ArenaPool* pool, void* block) : pool_(pool), block_(block) {}
+        ArenaPool* pool_ = nullptr;
+        void* block_ = nullptr;
+    };
+
+    // A block of at least `bytes` (bytes > 0).
+    Lease acquire(std::size_t bytes);
+    // Frees every pooled block (blocks checked out now are pooled or freed when returned).
+    void trim();
+
+    // For tests and statistics.
+    std::size_t pooled_blocks() const;
+    std::uint64_t blocks_allocated() const { return allocated_.load(std::memory_order_relaxed); }
+
+private:
+    void release(void* block);
+
+    std::array<std::atomic<void*>, kSlots> slots_{};
+    std::atomic<std::uint64_t> allocated_{0};
+};
+
+}  // namespace kiln::jit

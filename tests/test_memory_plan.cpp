@@ -1,0 +1,392 @@
+// Memory planning (jit/memory_plan.h): the layout of intermediates in one arena by liveness,
+// which values may live there (graph outputs and anything they view stay out), the pool of
+// arena blocks, compiled multi-group plans with views against the interpreter on changing
+// shapes, and the allocations of a steady-state compiled call (counted by replacing the
+// global operator new in this binary, and with core::host_alloc_count()).
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "jit/executor.h"
+#include "jit/memory_plan.h"
+#include "reference.h"
+#include "src/core/allocator.h"
+#include "src/passes/fuse.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+
+// ---- allocation counting: every C++ allocation of the process, while g_counting is set ----
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::uint64_t> g_news{0};
+
+void* counted_malloc(std::size_t n) {
+    if (g_counting.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+    return std::malloc(n ? n : 1);
+}
+void* counted_aligned(std::size_t n, std::align_val_t al) {
+    if (g_counting.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+    const auto a = std::max(static_cast<std::size_t>(al), sizeof(void*));
+    return std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a);
+}
+// Out of line, so that the compiler does not pair operator new with free() and warn.
+[[gnu::noinline]] void counted_free(void* p) noexcept { std::free(p); }
+void* or_throw(void* p) {
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return or_throw(counted_malloc(n)); }
+void* operator new[](std::size_t n) { return or_throw(counted_malloc(n)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return or_throw(counted_aligned(n, a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return or_throw(counted_aligned(n, a)); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return counted_aligned(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return counted_aligned(n, a); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { counted_free(p); }
+
+using namespace kiln;
+
+namespace {
+
+struct Counts {
+    std::uint64_t news = 0;   // operator new calls
+    std::uint64_t blocks = 0;  // tensor memory blocks (core::host_alloc)
+};
+template <class Fn> Counts count_allocations(Fn&& fn) {
+    const std::uint64_t b0 = core::host_alloc_count();
+    g_news.store(0);
+    g_counting.store(true);
+    fn();
+    g_counting.store(false);
+    return {g_news.load(), core::host_alloc_count() - b0};
+}
+
+bool overlap(const jit::LiveBuffer& a, std::size_t oa, const jit::LiveBuffer& b, std::size_t ob) {
+    const bool live_together = a.first <= b.last && b.first <= a.last;
+    const bool share_memory = oa < ob + b.bytes && ob < oa + a.bytes;
+    return live_together && share_memory && a.bytes > 0 && b.bytes > 0;
+}
+
+// The memory plan the engine makes for `g` at `shapes`, with every group compilable.
+jit::MemoryPlan plan_for(const Graph& g, const std::vector<Shape>& shapes, passes::Partition* out = nullptr) {
+    jit::Plan plan = jit::make_plan(g.impl());
+    auto sp = jit::make_shape_plan(plan, shapes, "test");
+    passes::Partition p = passes::partition(*g.impl());
+    std::vector<bool> compilable(p.groups.size(), true);
+    jit::MemoryPlan mp = jit::plan_memory(*g.impl(), p, compilable, sp->shapes);
+    if (out) *out = std::move(p);
+    return mp;
+}
+
+// Checks the layout invariants of a plan: alignment, and no two values that live at the
+// same time share memory.
+void check_layout(const jit::MemoryPlan& mp) {
+    std::size_t placed = 0;
+    for (std::size_t a = 0; a < mp.offset.size(); ++a) {
+        if (mp.offset[a] < 0) continue;
+        ++placed;
+        const auto oa = static_cast<std::size_t>(mp.offset[a]);
+        CHECK(oa % jit::kArenaAlign == 0);
+        CHECK(oa + mp.live[a].bytes <= mp.arena_bytes);
+        for (std::size_t b = a + 1; b < mp.offset.size(); ++b)
+            if (mp.offset[b] >= 0) {
+                CAPTURE(a);
+                CAPTURE(b);
+                CHECK_FALSE(overlap(mp.live[a], oa, mp.live[b], static_cast<std::size_t>(mp.offset[b])));
+            }
+    }
+    CHECK(placed == mp.placed);
+    CHECK(mp.arena_bytes % jit::kArenaAlign == 0);
+    CHECK(mp.arena_bytes <= mp.placed_bytes);
+}
+
+// x [B, 64] through `layers` matmul+bias+relu groups, then softmax: a chain of groups whose
+// intermediates each live for two steps.
+Graph chain_graph(int layers) {
+    std::vector<Tensor> w, b;
+    for (int i = 0; i < layers; ++i) {
+        w.push_back(Tensor::rand({64, 64}, 100 + static_cast<std::uint64_t>(i), DType::f32, -0.2, 0.2));
+        b.push_back(Tensor::randn({64}, 200 + static_cast<std::uint64_t>(i)));
+    }
+    return trace("chain" + std::to_string(layers), {arg("x", DType::f32, {dyn("B"), 64})},
+                 [&](const std::vector<Var>& in) {
+                     Var h = in[0];
+                     for (int i = 0; i < layers; ++i)
+                         h = relu(matmul(h, w[static_cast<std::size_t>(i)]) + b[static_cast<std::size_t>(i)]);
+                     return std::vector<Var>{softmax(h, -1)};
+                 });
+}
+
+// Intermediates viewed by interpreted shape ops, a view that outlives other intermediates,
+// a graph output that views an intermediate, and a graph output read by a later group.
+Graph views_graph() {
+    Tensor w1 = Tensor::rand({64, 64}, 1, DType::f32, -0.2, 0.2), b1 = Tensor::randn({64}, 2);
+    Tensor w2 = Tensor::rand({64, 64}, 3, DType::f32, -0.2, 0.2), b2 = Tensor::randn({64}, 4);
+    Tensor w3 = Tensor::rand({64, 64}, 5, DType::f32, -0.2, 0.2), b3 = Tensor::randn({64}, 6);
+    Tensor gamma = Tensor::rand({64}, 7, DType::f32, 0.5, 1.5), beta = Tensor::randn({64}, 8);
+    return trace("views", {arg("x", DType::f32, {dyn("B"), 64})}, [&](const std::vector<Var>& in) {
+        Var x = in[0];
+        Var h1 = relu(matmul(x, w1) + b1);               // intermediate, viewed below
+        Var r = reshape(h1, {x.dim(0), 8, 8});           // view of h1
+        Var a = relu(matmul(x, w2) + b2);                // intermediates that live while r does
+        Var c = softmax(a, -1);
+        Var d = relu(matmul(c, w3) + b3);                // a graph output, also read below
+        Var t = permute(r, {0, 2, 1});                   // a strided view of the view
+        Var s = softmax(t, -1) * 2.0;                    // reads h1 through two views
+        Var e = layer_norm(d, gamma, beta);              // intermediate ...
+        Var ev = reshape(e, {x.dim(0), 2, 32});          // ... that a graph output views
+        Var f = sum(e * 0.5, -1);
+        return std::vector<Var>{s, ev, d, f};
+    });
+}
+
+}  // namespace
+
+TEST_CASE("memory plan: offsets are aligned and buffers that live together never overlap") {
+    std::mt19937_64 rng(42);
+    for (int round = 0; round < 200; ++round) {
+        CAPTURE(round);
+        std::vector<jit::LiveBuffer> bufs(static_cast<std::size_t>(1 + rng() % 24));
+        std::size_t sum = 0;
+        for (auto& b : bufs) {
+            b.bytes = rng() % 5 == 0 ? 0 : 1 + rng() % 5000;
+            b.first = static_cast<std::int32_t>(rng() % 12);
+            b.last = b.first + static_cast<std::int32_t>(rng() % 5);
+            sum += (b.bytes + 63) / 64 * 64;
+        }
+        std::vector<std::size_t> off;
+        std::size_t arena = jit::assign_offsets(bufs, off);
+        REQUIRE(off.size() == bufs.size());
+        CHECK(arena % 64 == 0);
+        CHECK(arena <= sum);
+        for (std::size_t i = 0; i < bufs.size(); ++i) {
+            CHECK(off[i] % 64 == 0);
+            CHECK(off[i] + bufs[i].bytes <= arena);
+            for (std::size_t j = i + 1; j < bufs.size(); ++j) CHECK_FALSE(overlap(bufs[i], off[i], bufs[j], off[j]));
+        }
+    }
+}
+
+TEST_CASE("memory plan: a chain of groups reuses memory") {
+    // Buffers of 1000 bytes, each live from its group to the next: two slots suffice.
+    std::vector<jit::LiveBuffer> chain;
+    for (std::int32_t i = 0; i < 6; ++i) chain.push_back({1000, i, i + 1});
+    std::vector<std::size_t> off;
+    CHECK(jit::assign_offsets(chain, off) == 2 * 1024);
+    // Disjoint lifetimes share one slot.
+    std::vector<jit::LiveBuffer> apart{{4096, 0, 0}, {4096, 1, 1}, {100, 2, 2}};
+    CHECK(jit::assign_offsets(apart, off) == 4096);
+    CHECK(off[0] == 0);
+    CHECK(off[1] == 0);
+    CHECK(off[2] == 0);
+
+    // A traced chain of 6 matmul groups: every intermediate placed, the arena far smaller
+    // than their sum.
+    Graph g = chain_graph(6);
+    jit::MemoryPlan mp = plan_for(g, {{32, 64}});
+    check_layout(mp);
+    CHECK(mp.placed >= 5);
+    CHECK(mp.placed_bytes == mp.placed * 32 * 64 * 4);
+    CHECK(mp.arena_bytes <= 2 * 32 * 64 * 4);
+    CHECK(mp.arena_bytes < mp.placed_bytes);
+    // The layout follows the shapes.
+    jit::MemoryPlan big = plan_for(g, {{100, 64}});
+    check_layout(big);
+    CHECK(big.arena_bytes == mp.arena_bytes / 32 * 100);
+    // Zero-size values need no memory.
+    CHECK(plan_for(g, {{0, 64}}).arena_bytes == 0);
+}
+
+TEST_CASE("memory plan: graph outputs and the values they view stay out of the arena; views extend lifetimes") {
+    Graph g = views_graph();
+    passes::Partition part;
+    jit::MemoryPlan mp = plan_for(g, {{16, 64}}, &part);
+    INFO(passes::to_string(part, *g.impl()));
+    check_layout(mp);
+    const ir::Graph& ig = *g.impl();
+    // Find values by their op and role.
+    auto find = [&](auto pred) {
+        for (std::size_t id = 0; id < ig.nodes.size(); ++id)
+            if (pred(id, ig.nodes[id])) return id;
+        FAIL("node not found");
+        return std::size_t{0};
+    };
+    auto is_output = [&](std::size_t id) {
+        for (auto o : ig.outputs)
+            if (static_cast<std::size_t>(o) == id) return true;
+        return false;
+    };
+    for (auto o : ig.outputs) CHECK(mp.offset[static_cast<std::size_t>(o)] < 0);
+    // e = layer_norm(d): a graph output is a reshape of it, so it must not be in the arena.
+    const std::size_t e = find([](std::size_t, const ir::Node& n) { return n.op == ir::Op::layer_norm; });
+    CHECK(mp.offset[e] < 0);
+    // h1 (the first matmul group's output) is viewed by reshape -> permute, read by the
+    // softmax at the end: it is placed, and lives until that softmax's group.
+    const std::size_t reshape1 = find([](std::size_t, const ir::Node& n) { return n.op == ir::Op::reshape; });
+    const std::size_t h1 = static_cast<std::size_t>(ig.nodes[reshape1].inputs[0]);
+    REQUIRE(part.group_of[h1] >= 0);
+    CHECK(mp.offset[h1] >= 0);
+    const std::size_t permute = find([](std::size_t, const ir::Node& n) { return n.op == ir::Op::permute; });
+    const std::size_t last_softmax = find([&](std::size_t, const ir::Node& n) {
+        return n.op == ir::Op::softmax && static_cast<std::size_t>(n.inputs[0]) == permute;
+    });
+    CHECK(mp.live[h1].last >= part.group_of[last_softmax]);
+    // And so some value made while the views were alive (the second matmul's) lives with it.
+    bool lives_with_h1 = false;
+    for (std::size_t id = 0; id < ig.nodes.size(); ++id)
+        if (id != h1 && mp.offset[id] >= 0 && mp.live[id].first > mp.live[h1].first &&
+            mp.live[id].first < mp.live[h1].last)
+            lives_with_h1 = true;
+    CHECK(lives_with_h1);
+    // d is a graph output and read by later groups: not placed.
+    const std::size_t d = static_cast<std::size_t>(ig.nodes[e].inputs[0]);
+    CHECK(is_output(d));
+    CHECK(mp.offset[d] < 0);
+}
+
+TEST_CASE("memory plan: the arena pool gives each checkout its own block and stays bounded") {
+    jit::ArenaPool pool;
+    std::vector<jit::ArenaPool::Lease> leases;
+    for (std::size_t i = 0; i < jit::ArenaPool::kSlots + 4; ++i) {
+        leases.push_back(pool.acquire(4096));
+        REQUIRE(leases.back().data() != nullptr);
+        CHECK(reinterpret_cast<std::uintptr_t>(leases.back().data()) % 64 == 0);
+        for (std::size_t j = 0; j < i; ++j) CHECK(leases[j].data() != leases[i].data());
+    }
+    CHECK(pool.blocks_allocated() == jit::ArenaPool::kSlots + 4);
+    leases.clear();  // kSlots go back to the pool, the rest are freed
+    CHECK(pool.pooled_blocks() == jit::ArenaPool::kSlots);
+    for (std::size_t i = 0; i < jit::ArenaPool::kSlots; ++i) leases.push_back(pool.acquire(1000));
+    CHECK(pool.blocks_allocated() == jit::ArenaPool::kSlots + 4);  // all reused
+    CHECK(pool.pooled_blocks() == 0);
+    leases.clear();
+    // A larger arena replaces a block that is too small.
+    { auto big = pool.acquire(1 << 20); }
+    CHECK(pool.blocks_allocated() == jit::ArenaPool::kSlots + 5);
+    CHECK(pool.pooled_blocks() == jit::ArenaPool::kSlots);
+    pool.trim();
+    CHECK(pool.pooled_blocks() == 0);
+}
+
+#if defined(KILN_HAVE_LLVM)
+namespace {
+
+Options compiled_options() {
+    Options o;
+    o.jit = true;
+    o.async_compile = false;
+    o.tier2_threshold = 1;
+    return o;
+}
+
+// Every group that has a kernel ran compiled in the last calls.
+void check_all_compiled(const Function& f) {
+    FunctionStats s = f.stats();
+    INFO(s.to_json());
+    int compiled = 0;
+    for (const auto& gr : s.groups) {
+        if (gr.kind == "opaque" || gr.kind == "conv") continue;
+        CHECK(gr.compiled_calls > 0);
+        compiled += gr.compiled_calls > 0;
+    }
+    CHECK(compiled >= 3);
+}
+
+}  // namespace
+
+TEST_CASE("memory plan: compiled multi-group plans with views match the interpreter on changing shapes") {
+    for (const Graph& g : {views_graph(), chain_graph(4)}) {
+        CAPTURE(g.name());
+        Function fj = Engine(compiled_options()).load(g);
+        Function fi = Engine(ref::interp_options()).load(g);
+        const std::vector<std::int64_t> batches{3, 16, 1, 40, 16, 7, 40, 3, 0, 16};
+        std::vector<std::vector<Shape>> sets;
+        for (auto b : batches) sets.push_back({{b, 64}});
+        fj.warmup(sets);
+        for (int round = 0; round < 2; ++round)
+            for (std::size_t i = 0; i < batches.size(); ++i) {
+                const std::int64_t b = batches[i];
+                CAPTURE(b);
+                Tensor x = Tensor::randn({b, 64}, 1000 + i);
+                auto want = fi({x});
+                auto got = fj({x});
+                REQUIRE(got.size() == want.size());
+                for (std::size_t k = 0; k < got.size(); ++k) {
+                    CAPTURE(k);
+                    CHECK(got[k].shape() == want[k].shape());
+                    CHECK(ref::max_rel_diff(got[k], want[k]) < 1e-4);
+                }
+                // The same through run() into the caller's buffers.
+                std::vector<Tensor> outs;
+                for (const Tensor& w : want) outs.push_back(Tensor::full(w.shape(), -7.0, w.dtype()));
+                fj.run(std::vector<Tensor>{x}, outs);
+                for (std::size_t k = 0; k < outs.size(); ++k) CHECK(ref::max_rel_diff(outs[k], want[k]) < 1e-4);
+            }
+        check_all_compiled(fj);
+        CHECK(fj.stats().guard_failures == 0);
+    }
+}
+
+TEST_CASE("memory plan: results returned by earlier calls are not overwritten by later ones") {
+    // Outputs escape the call; the arena does not: an output held across calls keeps its values.
+    Graph g = views_graph();
+    Function fj = Engine(compiled_options()).load(g);
+    fj.warmup({{{16, 64}}});
+    Tensor x1 = Tensor::randn({16, 64}, 1), x2 = Tensor::randn({16, 64}, 2);
+    auto first = fj({x1});
+    std::vector<Tensor> copies;
+    for (const Tensor& t : first) copies.push_back(t.clone());
+    for (int i = 0; i < 5; ++i) fj({x2});
+    for (std::size_t k = 0; k < first.size(); ++k) CHECK(ref::same_values(first[k], copies[k], 0));
+}
+
+TEST_CASE("memory plan: a steady-state compiled call allocates only its outputs") {
+    const Shape xs{256, 64};
+    Tensor x = Tensor::randn(xs, 5);
+    auto measure = [&](int layers, Counts* call, Counts* run) {
+        Function f = Engine(compiled_options()).load(chain_graph(layers));
+        f.warmup({{xs}});
+        std::vector<Tensor> in{x};
+        std::vector<Tensor> outs{Tensor::empty(xs)};
+        for (int i = 0; i < 3; ++i) {  // warm: shape plan, memory plan, arena, per-thread scratch
+            f({x});
+            f.run(in, outs);
+        }
+        check_all_compiled(f);
+        *call = count_allocations([&] { f(in); });
+        *run = count_allocations([&] { f.run(in, outs); });
+    };
+    Counts call2, run2, call6, run6;
+    measure(2, &call2, &run2);
+    measure(6, &call6, &run6);
+    INFO("call: " << call6.news << " new, " << call6.blocks << " blocks; run: " << run6.news << " new, " << run6.blocks << " blocks");
+    // run() into the caller's buffers: nothing at all.
+    CHECK(run2.news == 0);
+    CHECK(run2.blocks == 0);
+    CHECK(run6.news == 0);
+    CHECK(run6.blocks == 0);
+    // operator(): one tensor block, the output's; five intermediates cost no more than one.
+    CHECK(call6.blocks == 1);
+    CHECK(call2.blocks == 1);
+    CHECK(call6.news == call2.news);
+    // The result vector, and the output tensor: its Storage, data block, shape and strides.
+    CHECK(call6.news <= 5);
+}
+#endif
