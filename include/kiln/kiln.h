@@ -5,6 +5,7 @@
 #include <kiln/engine.h>
 #include <kiln/error.h>
 #include <kiln/graph.h>
+#include <kiln/onnx.h>  // always declared; throws kiln::Error when built without ONNX
 #include <kiln/options.h>
 #include <kiln/tensor.h>
 #include <kiln/trace.h>

@@ -1,0 +1,79 @@
+#pragma once
+// What an operator converter sees of one ONNX node: its inputs as traced kiln::Vars (with
+// their values when known at load time), its attributes with type checks, and where its
+// outputs go. Every error names the node, the op and, where there is one, the attribute.
+#include <kiln/trace.h>
+
+#include "src/onnx/proto.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::onnx_import {
+
+// "ONNX node 'conv1' (Conv)", or "ONNX node #3 (Conv, output 'y')" for an unnamed node.
+std::string node_label(const pb::NodeProto& node, int index);
+
+class NodeCtx {
+public:
+    // `inputs[i]` is undefined for an omitted optional input (an empty name).
+    NodeCtx(const pb::NodeProto& node, std::string label, std::int64_t opset, std::vector<Var> inputs);
+
+    const pb::NodeProto& node() const { return node_; }
+    const std::string& op() const { return node_.op_type(); }
+    std::int64_t opset() const { return opset_; }
+    const std::string& label() const { return label_; }
+
+    // Throws kiln::Error "<label>: attribute 'a': msg" (no attribute part when attr is empty).
+    [[noreturn]] void fail(std::string_view attr, const std::string& msg) const;
+    void require(bool cond, std::string_view attr, const std::string& msg) const {
+        if (!cond) fail(attr, msg);
+    }
+
+    // ---- inputs ----
+    std::size_t num_inputs() const { return inputs_.size(); }
+    bool has(std::size_t i) const { return i < inputs_.size() && inputs_[i].defined(); }
+    const Var& in(std::size_t i) const;  // a required input
+    std::vector<Var> all_inputs() const;  // every given input (variadic ops)
+    // The value of input i when it is known while loading (a constant), else nullopt.
+    std::optional<Tensor> constant(std::size_t i) const;
+    // Input i's value, which this op needs while loading; throws when it is computed at run time.
+    Tensor need_constant(std::size_t i, const char* what) const;
+    std::vector<std::int64_t> need_ints(std::size_t i, const char* what) const;
+    double need_scalar(std::size_t i, const char* what) const;
+
+    // ---- attributes (each checks the attribute's type) ----
+    bool has_attr(std::string_view name) const { return find(name) != nullptr; }
+    std::int64_t attr_i(std::string_view name, std::int64_t fallback) const;
+    std::int64_t attr_i(std::string_view name) const;  // required
+    double attr_f(std::string_view name, double fallback) const;
+    std::string attr_s(std::string_view name, const std::string& fallback) const;
+    std::vector<std::int64_t> attr_ints(std::string_view name, std::vector<std::int64_t> fallback) const;
+    std::optional<std::vector<std::int64_t>> attr_ints_opt(std::string_view name) const;
+    std::vector<float> attr_floats(std::string_view name) const;
+    Tensor attr_tensor(std::string_view name) const;
+
+    // ---- outputs ----
+    std::size_t num_outputs() const { return static_cast<std::size_t>(node_.output_size()); }
+    bool wants(std::size_t i) const { return i < num_outputs() && !node_.output(static_cast<int>(i)).empty(); }
+    void set_out(std::size_t i, const Var& v);
+    const std::vector<Var>& outputs() const { return outputs_; }
+
+private:
+    const pb::AttributeProto* find(std::string_view name) const;
+    const pb::AttributeProto& typed(std::string_view name, pb::AttributeProto::AttributeType type) const;
+
+    const pb::NodeProto& node_;
+    std::string label_;
+    std::int64_t opset_;
+    std::vector<Var> inputs_;
+    std::vector<Var> outputs_;
+};
+
+// The value of a Var when it is a constant of the trace (known at load time).
+std::optional<Tensor> constant_value(const Var& v);
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,223 @@
+// kiln-run: runs an ONNX model through Kiln and prints its output shapes and checksums;
+// with --repeat N --stats, the tiers reached, compile times and latency percentiles.
+#include <kiln/kiln.h>
+#include <kiln/onnx.h>
+
+#include "inputs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* kUsage = R"(usage: kiln-run MODEL.onnx [INPUT...] [options]
+
+INPUT is [NAME=]SPEC, where SPEC is a tensor file (FILE.pb: an ONNX TensorProto,
+FILE.npy: a NumPy array) or a shape of random values (8x784, 1,3,224,224, scalar).
+Inputs without NAME= fill the model's inputs in order. Inputs not given get random
+values when their dims are static (or set with --dim).
+
+options:
+  --dim SYM=N      size of the symbolic dim SYM for random inputs (repeatable)
+  --seed N         seed of random inputs (default 1)
+  --repeat N       run the model N times (default 1)
+  --stats          print tiers reached, compiles, compile time and latency percentiles
+  --json           also print one JSON line with the figures (for scripts)
+  --interp         interpreter only (same as KILN_JIT=0)
+  --graph          print Kiln's graph of the model
+  -h, --help       this text
+Engine settings come from the KILN_* environment variables (README, "Environment variables").
+)";
+
+struct Args {
+    std::string model;
+    std::vector<std::string> inputs;
+    std::map<std::string, std::int64_t> dims;
+    std::uint64_t seed = 1;
+    long repeat = 1;
+    bool stats = false, json = false, interp = false, graph = false;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+    std::cerr << "kiln-run: " << msg << "\n\n" << kUsage;
+    std::exit(2);
+}
+
+long to_long(const std::string& s, const char* what) {
+    try {
+        std::size_t n = 0;
+        long v = std::stol(s, &n);
+        if (n == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    usage_error(std::string(what) + " expects an integer, got '" + s + "'");
+}
+
+Args parse(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        std::string s = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage_error(s + " needs a value");
+            return argv[++i];
+        };
+        if (s == "-h" || s == "--help") {
+            std::cout << kUsage;
+            std::exit(0);
+        } else if (s == "--dim") {
+            std::string v = value();
+            auto eq = v.find('=');
+            if (eq == std::string::npos) usage_error("--dim expects SYM=N, got '" + v + "'");
+            a.dims[v.substr(0, eq)] = to_long(v.substr(eq + 1), "--dim");
+        } else if (s == "--seed") {
+            a.seed = static_cast<std::uint64_t>(to_long(value(), "--seed"));
+        } else if (s == "--repeat") {
+            a.repeat = to_long(value(), "--repeat");
+            if (a.repeat < 1) usage_error("--repeat must be >= 1");
+        } else if (s == "--stats") {
+            a.stats = true;
+        } else if (s == "--json") {
+            a.json = true;
+        } else if (s == "--interp") {
+            a.interp = true;
+        } else if (s == "--graph") {
+            a.graph = true;
+        } else if (s.size() > 1 && s[0] == '-' && !(s[1] >= '0' && s[1] <= '9')) {
+            usage_error("unknown option " + s);
+        } else if (a.model.empty()) {
+            a.model = s;
+        } else {
+            a.inputs.push_back(s);
+        }
+    }
+    if (a.model.empty()) usage_error("no model given");
+    return a;
+}
+
+double percentile(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    auto i = static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size() - 1), std::floor(p * static_cast<double>(v.size() - 1) + 0.5)));
+    return v[i];
+}
+
+int run(const Args& a) {
+    kiln::OnnxModelInfo info = kiln::inspect_onnx(a.model);
+    // Inputs: named ones, then positional ones in order.
+    std::map<std::string, std::string> specs;
+    std::size_t next = 0;
+    for (const auto& in : a.inputs) {
+        auto eq = in.find('=');
+        bool named = false;
+        if (eq != std::string::npos)
+            for (const auto& vi : info.inputs) named |= vi.name == in.substr(0, eq);
+        if (named) {
+            specs[in.substr(0, eq)] = in.substr(eq + 1);
+            continue;
+        }
+        while (next < info.inputs.size() && specs.count(info.inputs[next].name)) ++next;
+        if (next >= info.inputs.size())
+            throw kiln::Error("input '" + in + "': the model has only " + std::to_string(info.inputs.size()) + " inputs");
+        specs[info.inputs[next++].name] = in;
+    }
+    kiln::OnnxOptions options;
+    std::vector<kiln::Tensor> args;
+    std::uint64_t seed = a.seed;
+    for (const auto& vi : info.inputs) {
+        kiln::Tensor t;
+        auto it = specs.find(vi.name);
+        if (it != specs.end()) {
+            t = kiln_run::tensor_from_spec(it->second, vi.dtype, seed++);
+        } else {
+            kiln::Shape shape;
+            for (const kiln::Dim& d : vi.dims) {
+                if (d.is_static()) {
+                    shape.push_back(d.value());
+                    continue;
+                }
+                auto dim = a.dims.find(d.to_string().substr(1));
+                if (!d.is_symbol() || dim == a.dims.end())
+                    throw kiln::Error("input '" + vi.name + "' has the symbolic dim " + d.to_string() +
+                                      ": give the input (NAME=SHAPE or a file) or --dim " + d.to_string().substr(1) + "=N");
+                shape.push_back(dim->second);
+            }
+            t = kiln_run::tensor_from_spec(kiln::shape_to_string(shape), vi.dtype, seed++);
+        }
+        if (t.dtype() != vi.dtype) t = t.astype(vi.dtype);
+        bool load_time = std::find(info.load_time_inputs.begin(), info.load_time_inputs.end(), vi.name) !=
+                         info.load_time_inputs.end();
+        if (load_time) options.input_values[vi.name] = t;
+        else args.push_back(t);
+        std::cout << "input '" << vi.name << "': " << kiln::dtype_name(t.dtype()) << kiln::shape_to_string(t.shape())
+                  << (load_time ? " (a constant of the graph)" : "") << "\n";
+    }
+
+    auto t0 = std::chrono::steady_clock::now();
+    kiln::Graph g = kiln::load_onnx(a.model, options);
+    double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (a.graph) std::cout << g.to_string({.max_constant_elements = 8});
+    kiln::Options opts = kiln::Options::from_env();
+    if (a.interp) opts.jit = false;
+    kiln::Engine engine(opts);
+    kiln::Function f = engine.load(g);
+
+    std::vector<double> ms;
+    std::vector<kiln::Tensor> out;
+    for (long i = 0; i < a.repeat; ++i) {
+        auto c0 = std::chrono::steady_clock::now();
+        out = f(args);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
+    }
+    std::vector<kiln::ValueInfo> outs = g.outputs();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        std::vector<double> v = out[i].to_doubles();
+        double sum = 0, abs_sum = 0;
+        for (double x : v) {
+            sum += x;
+            abs_sum += std::fabs(x);
+        }
+        std::string name = i < info.outputs.size() ? info.outputs[i].name : std::to_string(i);
+        std::printf("output '%s': %s%s sum=%.9g abs_sum=%.9g\n", name.c_str(), std::string(kiln::dtype_name(out[i].dtype())).c_str(),
+                    kiln::shape_to_string(out[i].shape()).c_str(), sum, abs_sum);
+    }
+    kiln::FunctionStats s = f.stats();
+    if (a.stats) {
+        int by_tier[3] = {0, 0, 0};
+        for (const auto& gs : s.groups) by_tier[std::clamp(gs.tier, 0, 2)]++;
+        std::printf("load: %.2f ms (ONNX import)\n", load_ms);
+        std::printf("calls: %llu; by tier: interp %llu, tier1 %llu, tier2 %llu\n", static_cast<unsigned long long>(s.calls),
+                    static_cast<unsigned long long>(s.calls_by_tier[0]), static_cast<unsigned long long>(s.calls_by_tier[1]),
+                    static_cast<unsigned long long>(s.calls_by_tier[2]));
+        std::printf("groups: %zu; at tier 0: %d, tier 1: %d, tier 2: %d\n", s.groups.size(), by_tier[0], by_tier[1], by_tier[2]);
+        std::printf("compiles: %llu (%llu failed), compile time %.2f ms\n", static_cast<unsigned long long>(s.compiles),
+                    static_cast<unsigned long long>(s.compile_failures), s.compile_ms);
+        std::printf("latency ms: first %.4f, min %.4f, p50 %.4f, p90 %.4f, p99 %.4f (over %zu calls)\n", ms.front(),
+                    *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.99),
+                    ms.size());
+    }
+    if (a.json) {
+        std::printf("{\"calls\":%zu,\"first_ms\":%.6f,\"min_ms\":%.6f,\"p50_ms\":%.6f,\"p90_ms\":%.6f,\"p99_ms\":%.6f,"
+                    "\"compiles\":%llu,\"compile_ms\":%.3f,\"calls_tier2\":%llu}\n",
+                    ms.size(), ms.front(), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9),
+                    percentile(ms, 0.99), static_cast<unsigned long long>(s.compiles), s.compile_ms,
+                    static_cast<unsigned long long>(s.calls_by_tier[2]));
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args a = parse(argc, argv);
+    try {
+        return run(a);
+    } catch (const kiln::Error& e) {
+        std::cerr << "kiln-run: " << e.what() << "\n";
+        return 1;
+    }
+}
