@@ -1,10 +1,23 @@
 #include "jit/tier_registry.h"
 
+#if defined(KILN_HAVE_ASMJIT)
+#include "tiers/asmjit/asmjit_tier.h"
+#endif
 #if defined(KILN_HAVE_LLVM)
 #include "tiers/llvm/llvm_tier.h"
 #endif
 
 namespace kiln::jit {
+
+std::shared_ptr<tiers::Tier> make_tier1(const Options& options) {
+    if (!options.jit) return nullptr;
+#if defined(KILN_HAVE_ASMJIT)
+    if (!tiers::asmjit_available()) return nullptr;
+    return tiers::make_asmjit_tier();
+#else
+    return nullptr;
+#endif
+}
 
 std::shared_ptr<tiers::Tier> make_tier2(const Options& options) {
     if (!options.jit) return nullptr;

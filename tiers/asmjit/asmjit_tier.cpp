@@ -1,0 +1,112 @@
+// The asmjit tier: analysis (analyze.cpp), code generation into the process-wide runtime
+// (codegen.cpp), and the Tier interface around them: timing, bailouts, code lifetime.
+#include "tiers/asmjit/asmjit_tier.h"
+
+#include "tiers/asmjit/analyze.h"
+#include "tiers/asmjit/codegen.h"
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <new>
+
+namespace kiln::tiers {
+namespace {
+
+std::atomic<int> g_fail_next{0};
+std::atomic<int> g_vector_bytes{-1};
+
+class AsmjitKernel final : public CompiledKernel {
+public:
+    explicit AsmjitKernel(asmjit_tier::JitCode code) : code_(code) {}
+    ~AsmjitKernel() override { asmjit_tier::release(code_); }
+    AsmjitKernel(const AsmjitKernel&) = delete;
+    AsmjitKernel& operator=(const AsmjitKernel&) = delete;
+    KernelFn entry() const override { return code_.fn; }
+    std::size_t code_bytes() const override { return code_.bytes; }
+
+private:
+    asmjit_tier::JitCode code_;
+};
+
+// The vector width compiles use now: the host's widest unless a hook narrowed it.
+int vector_bytes() {
+    const asmjit_tier::HostIsa isa = asmjit_tier::host_isa();
+    const int host = isa.avx512 ? 64 : 32;
+    const int forced = g_vector_bytes.load();
+    if (forced < 0) return host;
+    if (forced == 0) return 0;
+    return forced >= 64 ? host : 32;
+}
+
+class AsmjitTier final : public Tier {
+public:
+    int level() const override { return 1; }
+    std::string_view name() const override { return "asmjit"; }
+
+    CompileResult compile(const kir::Kernel& kernel, const kir::Specialization&) override {
+        const auto t0 = std::chrono::steady_clock::now();
+        CompileResult r;
+        try {
+            r = compile_impl(kernel);
+        } catch (const asmjit_tier::Unsupported& u) {
+            r = CompileResult{nullptr, u.bailout, u.message, 0.0};
+        } catch (const std::bad_alloc&) {
+            r = CompileResult{nullptr, Bailout::backend_error, "out of memory", 0.0};
+        } catch (const std::exception& e) {
+            r = CompileResult{nullptr, Bailout::backend_error, e.what(), 0.0};
+        }
+        r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+    }
+
+private:
+    static CompileResult compile_impl(const kir::Kernel& kernel) {
+        for (int n = g_fail_next.load(); n > 0;)
+            if (g_fail_next.compare_exchange_weak(n, n - 1))
+                return {nullptr, Bailout::injected_failure, "set_asmjit_fail_next_compiles", 0.0};
+        if (!asmjit_tier::host_isa().usable)
+            return {nullptr, Bailout::unavailable, "tier 1 needs an x86-64 host with AVX2 and FMA", 0.0};
+        const int vb = vector_bytes();
+        const asmjit_tier::Analysis a = asmjit_tier::analyze(kernel, vb > 0);  // throws Unsupported
+        auto k = std::make_shared<AsmjitKernel>(asmjit_tier::generate(kernel, a, vb));
+        return {std::move(k), Bailout::none, {}, 0.0};
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<Tier> make_asmjit_tier() { return std::make_shared<AsmjitTier>(); }
+
+bool asmjit_available() { return asmjit_tier::host_isa().usable; }
+
+AsmjitCodeStats asmjit_code_stats() { return {asmjit_tier::live_kernels(), asmjit_tier::live_code_bytes()}; }
+
+void set_asmjit_fail_next_compiles(int n) { g_fail_next.store(n < 0 ? 0 : n); }
+
+void set_asmjit_vector_bytes(int bytes) { g_vector_bytes.store(bytes); }
+
+AsmjitLoopReport asmjit_loop_report(const kir::Kernel& kernel) {
+    AsmjitLoopReport r;
+    try {
+        const asmjit_tier::Analysis a = asmjit_tier::analyze(kernel, vector_bytes() > 0);
+        auto add = [&](const asmjit_tier::LoopPlan& p) {
+            (p.vector ? r.vector_loops : r.scalar_loops) += 1;
+            if (!p.vector && p.why_scalar != "not an innermost loop" && p.why_scalar != "the body has loops") {
+                if (!r.why_scalar.empty()) r.why_scalar += "; ";
+                r.why_scalar += p.why_scalar;
+            }
+        };
+        add(a.outer);
+        for (const auto& [stmt, plan] : a.loops) add(plan);
+    } catch (const asmjit_tier::Unsupported& u) {
+        r.vector_loops = -1;
+        r.why_scalar = u.message;
+    } catch (const std::exception& e) {
+        r.vector_loops = -1;
+        r.why_scalar = e.what();
+    }
+    return r;
+}
+
+}  // namespace kiln::tiers

@@ -1,0 +1,37 @@
+#pragma once
+// Internal to tiers/asmjit: KIR -> x86-64 machine code with asmjit's x86::Compiler, and the
+// process-wide runtime that holds the code (codegen.cpp). No asmjit type appears here.
+//
+// Requires: a kernel that analyze() accepted, and its Analysis.
+// Ensures: generate() returns callable code with the KernelFn signature that runs the body
+// for each outer index in [begin, end) with the interpreter's semantics (asmjit_tier.h
+// lists what is vectorised and how each type is computed), or throws Unsupported
+// (backend_error) when asmjit reports an error; nothing is left in the runtime then.
+#include "tiers/asmjit/analyze.h"
+
+#include <cstddef>
+
+namespace kiln::tiers::asmjit_tier {
+
+struct HostIsa {
+    bool usable = false;  // x86-64 with AVX2 and FMA (what every generated kernel needs)
+    bool avx512 = false;  // AVX-512F: zmm vector loops with mask registers
+};
+HostIsa host_isa();
+
+struct JitCode {
+    KernelFn fn = nullptr;
+    std::size_t bytes = 0;
+};
+
+// `vector_bytes`: 64 (zmm), 32 (ymm) or 0 (no vector loops; the Analysis must agree).
+JitCode generate(const kir::Kernel& k, const Analysis& a, int vector_bytes);
+
+// Frees code returned by generate().
+void release(const JitCode& code);
+
+// Kernels and code bytes held by the runtime.
+std::int64_t live_kernels();
+std::size_t live_code_bytes();
+
+}  // namespace kiln::tiers::asmjit_tier

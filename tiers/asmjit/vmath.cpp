@@ -1,0 +1,122 @@
+// f32 transcendental functions as lane-wise sequences (see vmath.h). The reductions and
+// polynomial coefficients are the ones tier 2 inlines (tiers/llvm/codegen.cpp explains where
+// they come from and how accurate they are), so both tiers compute the same approximations.
+#include "tiers/asmjit/vmath.h"
+
+#include <cstddef>
+#include <limits>
+
+namespace kiln::tiers::asmjit_tier {
+namespace {
+
+constexpr float kExpP[] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                           4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
+constexpr float kLogP[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
+                           -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
+                           2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
+constexpr float kTanhP[] = {-5.70498872745E-3f, 2.06390887954E-2f, -5.37397155531E-2f, 1.33314422036E-1f,
+                            -3.33332819422E-1f};
+constexpr float kErfA[] = {7.8758750626854883e-5f, -0.00080168642871658695f, 0.005189087423433974f,
+                           -0.026854212010626412f, 0.11283594715160218f,     -0.37612626666720331f,
+                           1.1283791658483509f};
+constexpr float kErfB[] = {-0.032892208538434746f, 0.026034014634299878f, 0.0044559005637013935f,
+                           -0.026927345307460468f, 0.043242407102083356f, -0.046942296065290854f,
+                           0.023329452647164608f,  0.043766910221260762f, -0.17239474805220902f,
+                           0.38228377200157301f,   0.30595299227094106f};
+
+template <std::size_t N> F horner(LaneOps& o, const float (&c)[N], F x) {
+    F p = o.constant(c[0]);
+    for (std::size_t i = 1; i < N; ++i) p = o.fma(p, x, o.constant(c[i]));
+    return p;
+}
+
+// 2^n for i32 lanes n in [-126, 127], built from the exponent bits.
+F pow2i(LaneOps& o, F n) { return o.shl_i32(o.add_i32(n, o.bits(127)), 23); }
+
+}  // namespace
+
+F vabs(LaneOps& o, F x) { return o.bit_and(x, o.bits(0x7fffffffu)); }
+F vneg(LaneOps& o, F x) { return o.bit_xor(x, o.bits(0x80000000u)); }
+F vcopysign(LaneOps& o, F mag, F sign) {
+    return o.bit_or(o.bit_and(mag, o.bits(0x7fffffffu)), o.bit_and(sign, o.bits(0x80000000u)));
+}
+K visnan(LaneOps& o, F x) { return o.cmp(x, x, Cmp::unord_q); }
+
+F vexp(LaneOps& o, F x) {
+    // Clamp (a NaN becomes a number here and is restored at the end).
+    F xc = o.min_x86(o.max_x86(x, o.constant(-104.0f)), o.constant(89.0f));
+    F n = o.round(o.mul(xc, o.constant(1.44269504088896341f)), 0);
+    F r = o.fma(n, o.constant(-0.693359375f), xc);
+    r = o.fma(n, o.constant(2.12194440e-4f), r);
+    F p = horner(o, kExpP, r);
+    F y = o.add(o.fma(p, o.mul(r, r), r), o.constant(1.0f));
+    F ni = o.to_i32(n);  // n in [-150, 128]: exact
+    F n1 = o.sar_i32(ni, 1);
+    F n2 = o.sub_i32(ni, n1);
+    F res = o.mul(o.mul(y, pow2i(o, n1)), pow2i(o, n2));
+    return o.select(visnan(o, x), x, res);
+}
+
+F vlog(LaneOps& o, F x) {
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    K sub = o.cmp(x, o.constant(1.17549435e-38f), Cmp::lt_os);
+    F xs = o.select(sub, o.mul(x, o.constant(8388608.0f)), x);
+    F e = o.sub_i32(o.bit_and(o.shr_i32(xs, 23), o.bits(0xff)), o.select(sub, o.bits(126 + 23), o.bits(126)));
+    F m = o.bit_or(o.bit_and(xs, o.bits(0x7fffff)), o.bits(0x3f000000));
+    K lt = o.cmp(m, o.constant(0.707106781186547524f), Cmp::lt_os);
+    F ef = o.from_i32(o.sub_i32(e, o.select(lt, o.bits(1), o.bits(0))));
+    F t = o.sub(o.select(lt, o.add(m, m), m), o.constant(1.0f));
+    F z = o.mul(t, t);
+    F y = o.mul(o.mul(t, z), horner(o, kLogP, t));
+    y = o.fma(ef, o.constant(-2.12194440e-4f), y);
+    y = o.fma(z, o.constant(-0.5f), y);
+    F r = o.fma(ef, o.constant(0.693359375f), o.add(t, y));
+    r = o.select(o.cmp(x, o.constant(inf), Cmp::eq_oq), x, r);
+    r = o.select(o.cmp(x, o.constant(0.0f), Cmp::eq_oq), o.constant(-inf), r);
+    r = o.select(o.cmp(x, o.constant(0.0f), Cmp::lt_os), o.constant(std::numeric_limits<float>::quiet_NaN()), r);
+    return o.select(visnan(o, x), x, r);
+}
+
+F vtanh(LaneOps& o, F x) {
+    F a = vabs(o, x);
+    F z = o.mul(a, a);
+    F small = o.fma(o.mul(a, z), horner(o, kTanhP, z), a);
+    F e = vexp(o, o.add(a, a));
+    F large = o.sub(o.constant(1.0f), o.div(o.constant(2.0f), o.add(e, o.constant(1.0f))));
+    F r = o.select(o.cmp(a, o.constant(0.625f), Cmp::lt_os), small, large);
+    return vcopysign(o, r, x);
+}
+
+F verf(LaneOps& o, F x) {
+    F a = o.min_x86(vabs(o, x), o.constant(4.0f));
+    F y = o.mul(a, a);
+    F small = o.mul(a, horner(o, kErfA, y));
+    F v = o.sub(o.div(o.constant(1.0f), a), o.constant(0.625f));
+    F large = o.sub(o.constant(1.0f), o.mul(vexp(o, vneg(o, y)), horner(o, kErfB, v)));
+    F r = o.select(o.cmp(a, o.constant(1.0f), Cmp::lt_os), small, large);
+    r = vcopysign(o, r, x);
+    return o.select(visnan(o, x), x, r);
+}
+
+F vsigmoid(LaneOps& o, F x) {
+    // e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e) (computed as e * that).
+    F e = vexp(o, vneg(o, vabs(o, x)));
+    F r = o.div(o.constant(1.0f), o.add(o.constant(1.0f), e));
+    return o.select(o.cmp(x, o.constant(0.0f), Cmp::ge_os), r, o.mul(e, r));
+}
+
+F vgelu_tanh(LaneOps& o, F x) {
+    // 0.5 * x * (1 + tanh(u)) == x * sigmoid(2u): one exp and one division.
+    F x3 = o.mul(o.mul(o.mul(o.constant(0.044715f), x), x), x);
+    F u = o.mul(o.constant(0.79788456080286535588f), o.add(x, x3));
+    return o.mul(x, vsigmoid(o, o.add(u, u)));
+}
+
+F vgelu_erf(LaneOps& o, F x) {
+    F er = verf(o, o.mul(x, o.constant(0.70710678118654752440f)));
+    return o.mul(o.mul(o.constant(0.5f), x), o.add(o.constant(1.0f), er));
+}
+
+F vsilu(LaneOps& o, F x) { return o.mul(x, vsigmoid(o, x)); }
+
+}  // namespace kiln::tiers::asmjit_tier
