@@ -21,6 +21,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <utility>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -99,22 +100,22 @@ class Lanes final : public LaneOps {
 public:
     Lanes(x86::Compiler& cc, int bytes) : cc_(cc), bytes_(bytes) {}
 
-    // Where constants go: at the cursor (nullptr), or hoisted after `*anchor` (a loop's
-    // preheader), once per value.
-    void hoist_constants_at(aj::BaseNode** anchor) { anchor_ = anchor; }
-    int bytes() const { return bytes_; }
-
-    x86::Vec& reg(F f) { return f_[static_cast<std::size_t>(f.id)]; }
+    // A value as a register; a constant (a full-width vector in the function's constant
+    // pool) is loaded into a fresh one at the cursor.
+    x86::Vec reg(F f) {
+        const Slot& s = slot(f);
+        if (!s.is_mem) return s.reg;
+        x86::Vec r = new_vec(s.bytes);
+        cc_.vmovaps(r, s.mem);
+        return r;
+    }
     F wrap(const x86::Vec& v) {
-        f_.push_back(v);
+        f_.push_back(Slot{v, x86::Mem(), false, static_cast<int>(v.size())});
         return F{static_cast<int>(f_.size()) - 1};
     }
-    F fresh(int bytes = 0) {
-        const int b = bytes ? bytes : bytes_;
-        return wrap(b == 64 ? x86::Vec(cc_.newZmm()) : b == 32 ? x86::Vec(cc_.newYmm()) : x86::Vec(cc_.newXmm()));
-    }
+    F fresh(int bytes = 0) { return wrap(new_vec(bytes ? bytes : bytes_)); }
     // Masks: a vector of all-ones/zero lanes (xmm, ymm) or a mask register (zmm).
-    bool kmask(F f) { return reg(f).size() == 64; }
+    bool kmask(F f) { return slot(f).bytes == 64; }
     K wrap_mask(const x86::Vec& v) {
         mv_.push_back(v);
         mk_.emplace_back();
@@ -134,72 +135,61 @@ public:
         std::memcpy(&b, &v, 4);
         return bits(b);
     }
+    // Constants stay in memory and are used as memory operands: no register is held for
+    // them across a loop (fewer long-lived registers: much faster register allocation).
     F bits(std::uint32_t v) override {
-        if (anchor_) {
-            if (auto it = consts_.find(v); it != consts_.end()) return it->second;
-            aj::BaseNode* saved = cc_.setCursor(*anchor_);
-            F r = broadcast_const(v);
-            *anchor_ = cc_.setCursor(saved);
-            consts_[v] = r;
-            return r;
-        }
-        return broadcast_const(v);
+        std::uint32_t data[16];
+        for (auto& d : data) d = v;
+        x86::Mem m = cc_.newConst(aj::ConstPoolScope::kLocal, data, static_cast<std::size_t>(bytes_));
+        f_.push_back(Slot{x86::Vec(), m, true, bytes_});
+        return F{static_cast<int>(f_.size()) - 1};
     }
-    F add(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vaddps(r, x, y); }); }
-    F sub(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vsubps(r, x, y); }); }
-    F mul(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vmulps(r, x, y); }); }
-    F div(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vdivps(r, x, y); }); }
-    F min_x86(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vminps(r, x, y); }); }
-    F max_x86(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vmaxps(r, x, y); }); }
+    F add(F a, F b) override { return op3(x86::Inst::kIdVaddps, a, b, true); }
+    F sub(F a, F b) override { return op3(x86::Inst::kIdVsubps, a, b, false); }
+    F mul(F a, F b) override { return op3(x86::Inst::kIdVmulps, a, b, true); }
+    F div(F a, F b) override { return op3(x86::Inst::kIdVdivps, a, b, false); }
+    F min_x86(F a, F b) override { return op3(x86::Inst::kIdVminps, a, b, false); }
+    F max_x86(F a, F b) override { return op3(x86::Inst::kIdVmaxps, a, b, false); }
     F fma(F a, F b, F c) override {
+        if (slot(a).is_mem && !slot(b).is_mem) std::swap(a, b);
         F r = like(a);
-        cc_.vmovaps(reg(r), reg(c));
-        cc_.vfmadd231ps(reg(r), reg(a), reg(b));
+        cc_.emit(x86::Inst::kIdVmovaps, reg(r), src(c));
+        cc_.emit(x86::Inst::kIdVfmadd231ps, reg(r), reg(a), src(b));
         return r;
     }
-    F sqrt(F a) {
-        F r = like(a);
-        cc_.vsqrtps(reg(r), reg(a));
-        return r;
-    }
+    F sqrt(F a) { return op2(x86::Inst::kIdVsqrtps, a); }
     F round(F a, int mode) override {
         F r = like(a);
-        if (kmask(a)) cc_.vrndscaleps(reg(r), reg(a), mode | 8);
-        else cc_.vroundps(reg(r), reg(a), mode | 8);
+        cc_.emit(kmask(a) ? x86::Inst::kIdVrndscaleps : x86::Inst::kIdVroundps, reg(r), src(a), aj::imm(mode | 8));
         return r;
     }
-    F bit_and(F a, F b) override {
-        return op3(a, b, [&](auto& r, auto& x, auto& y) { kmask(a) ? cc_.vpandd(r, x, y) : cc_.vandps(r, x, y); });
-    }
-    F bit_or(F a, F b) override {
-        return op3(a, b, [&](auto& r, auto& x, auto& y) { kmask(a) ? cc_.vpord(r, x, y) : cc_.vorps(r, x, y); });
-    }
-    F bit_xor(F a, F b) override {
-        return op3(a, b, [&](auto& r, auto& x, auto& y) { kmask(a) ? cc_.vpxord(r, x, y) : cc_.vxorps(r, x, y); });
-    }
+    F bit_and(F a, F b) override { return op3(kmask(a) ? x86::Inst::kIdVpandd : x86::Inst::kIdVandps, a, b, true); }
+    F bit_or(F a, F b) override { return op3(kmask(a) ? x86::Inst::kIdVpord : x86::Inst::kIdVorps, a, b, true); }
+    F bit_xor(F a, F b) override { return op3(kmask(a) ? x86::Inst::kIdVpxord : x86::Inst::kIdVxorps, a, b, true); }
     K cmp(F a, F b, Cmp p) override {
         if (kmask(a)) {
             x86::KReg k = cc_.newKw();
-            cc_.vcmpps(k, reg(a), reg(b), static_cast<int>(p));
+            cc_.emit(x86::Inst::kIdVcmpps, k, reg(a), src(b), aj::imm(static_cast<int>(p)));
             return wrap_kmask(k);
         }
-        F r = like(a);
-        cc_.vcmpps(reg(r), reg(a), reg(b), static_cast<int>(p));
-        return wrap_mask(reg(r));
+        x86::Vec r = new_vec(slot(a).bytes);
+        cc_.emit(x86::Inst::kIdVcmpps, r, reg(a), src(b), aj::imm(static_cast<int>(p)));
+        return wrap_mask(r);
     }
     F select(K m, F a, F b) override {
         F r = like(a);
-        if (is_k(m)) cc_.k(mk(m)).vblendmps(reg(r), reg(b), reg(a));
-        else cc_.vblendvps(reg(r), reg(b), reg(a), mvec(m));
+        const x86::Vec rb = reg(b);  // before k(): a constant's load must not take the mask
+        if (is_k(m)) cc_.k(mk(m)).emit(x86::Inst::kIdVblendmps, reg(r), rb, src(a));
+        else cc_.emit(x86::Inst::kIdVblendvps, reg(r), rb, src(a), mvec(m));
         return r;
     }
-    F to_i32(F a) override { return op2(a, [&](auto& r, auto& x) { cc_.vcvtps2dq(r, x); }); }
-    F from_i32(F a) override { return op2(a, [&](auto& r, auto& x) { cc_.vcvtdq2ps(r, x); }); }
-    F add_i32(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vpaddd(r, x, y); }); }
-    F sub_i32(F a, F b) override { return op3(a, b, [&](auto& r, auto& x, auto& y) { cc_.vpsubd(r, x, y); }); }
-    F shl_i32(F a, int n) override { return op2(a, [&](auto& r, auto& x) { cc_.vpslld(r, x, n); }); }
-    F shr_i32(F a, int n) override { return op2(a, [&](auto& r, auto& x) { cc_.vpsrld(r, x, n); }); }
-    F sar_i32(F a, int n) override { return op2(a, [&](auto& r, auto& x) { cc_.vpsrad(r, x, n); }); }
+    F to_i32(F a) override { return op2(x86::Inst::kIdVcvtps2dq, a); }
+    F from_i32(F a) override { return op2(x86::Inst::kIdVcvtdq2ps, a); }
+    F add_i32(F a, F b) override { return op3(x86::Inst::kIdVpaddd, a, b, true); }
+    F sub_i32(F a, F b) override { return op3(x86::Inst::kIdVpsubd, a, b, false); }
+    F shl_i32(F a, int n) override { return shift(x86::Inst::kIdVpslld, a, n); }
+    F shr_i32(F a, int n) override { return shift(x86::Inst::kIdVpsrld, a, n); }
+    F sar_i32(F a, int n) override { return shift(x86::Inst::kIdVpsrad, a, n); }
 
     // Lane masks as KIR bools.
     K mask_and(K a, K b) { return mask_op(a, b, 0); }
@@ -211,34 +201,47 @@ public:
             return wrap_kmask(k);
         }
         F ones = bits(0xffffffffu);
-        F r = fresh(static_cast<int>(mvec(a).size()));
-        cc_.vxorps(reg(r), mvec(a), reg(ones));
-        return wrap_mask(reg(r));
+        x86::Vec r = new_vec(static_cast<int>(mvec(a).size()));
+        cc_.emit(x86::Inst::kIdVxorps, r, mvec(a), src(ones));
+        return wrap_mask(r);
     }
 
 private:
+    struct Slot {
+        x86::Vec reg;
+        x86::Mem mem;
+        bool is_mem = false;
+        int bytes = 16;
+    };
     x86::Compiler& cc_;
     int bytes_;
-    aj::BaseNode** anchor_ = nullptr;
-    std::vector<x86::Vec> f_;
+    std::vector<Slot> f_;
     std::vector<x86::Vec> mv_;
     std::vector<x86::KReg> mk_;
-    std::map<std::uint32_t, F> consts_;
 
-    F like(F a) { return fresh(static_cast<int>(reg(a).size())); }
-    template <class Fn> F op3(F a, F b, Fn fn) {
+    const Slot& slot(F f) const { return f_[static_cast<std::size_t>(f.id)]; }
+    aj::Operand src(F f) const {
+        const Slot& s = slot(f);
+        return s.is_mem ? aj::Operand(s.mem) : aj::Operand(s.reg);
+    }
+    x86::Vec new_vec(int bytes) {
+        return bytes == 64 ? x86::Vec(cc_.newZmm()) : bytes == 32 ? x86::Vec(cc_.newYmm()) : x86::Vec(cc_.newXmm());
+    }
+    F like(F a) { return fresh(slot(a).bytes); }
+    F op3(x86::Inst::Id id, F a, F b, bool commutes) {
+        if (commutes && slot(a).is_mem && !slot(b).is_mem) std::swap(a, b);
         F r = like(a);
-        fn(reg(r), reg(a), reg(b));
+        cc_.emit(id, reg(r), reg(a), src(b));
         return r;
     }
-    template <class Fn> F op2(F a, Fn fn) {
+    F op2(x86::Inst::Id id, F a) {
         F r = like(a);
-        fn(reg(r), reg(a));
+        cc_.emit(id, reg(r), src(a));
         return r;
     }
-    F broadcast_const(std::uint32_t v) {
-        F r = fresh();
-        cc_.vbroadcastss(reg(r), cc_.newUInt32Const(aj::ConstPoolScope::kLocal, v));
+    F shift(x86::Inst::Id id, F a, int n) {
+        F r = like(a);
+        cc_.emit(id, reg(r), reg(a), aj::imm(n));
         return r;
     }
     K mask_op(K a, K b, int which) {
@@ -248,10 +251,9 @@ private:
             else cc_.korw(k, mk(a), mk(b));
             return wrap_kmask(k);
         }
-        F r = fresh(static_cast<int>(mvec(a).size()));
-        if (which == 0) cc_.vandps(reg(r), mvec(a), mvec(b));
-        else cc_.vorps(reg(r), mvec(a), mvec(b));
-        return wrap_mask(reg(r));
+        x86::Vec r = new_vec(static_cast<int>(mvec(a).size()));
+        cc_.emit(which == 0 ? x86::Inst::kIdVandps : x86::Inst::kIdVorps, r, mvec(a), mvec(b));
+        return wrap_mask(r);
     }
 };
 
@@ -460,7 +462,7 @@ private:
         L.first = cc_.newInt64("first");
         L.i = cc_.newInt64("i");
         x86::Gp n = cc_.newInt64("n");
-        aj::Label exit = cc_.newLabel(), main = cc_.newLabel(), tail = cc_.newLabel(), post = cc_.newLabel();
+        aj::Label exit = cc_.newLabel(), main = cc_.newLabel(), post = cc_.newLabel();
         cc_.mov(L.first, begin);
         cc_.cmp(L.first, end);
         cc_.jge(exit);
@@ -471,7 +473,6 @@ private:
         cc_.bind(cc_.newLabel());
         L.pre = cc_.cursor();
         cc_.bind(cc_.newLabel());
-        o.hoist_constants_at(&L.pre);
         VecLoop* outer_vl = vl_;
         vl_ = &L;
         for (const auto& r : plan.reductions) {
@@ -480,26 +481,19 @@ private:
             cc_.vmovaps(o.reg(acc), o.reg(o.constant(init)));
             L.acc.push_back(acc);
         }
+        // One body, masked: lanes [0, n - i) are live (iota < broadcast(n - i)), so full
+        // vectors and the tail share the code (half the code to allocate registers for).
+        std::int32_t iota[16];
+        for (int j = 0; j < 16; ++j) iota[j] = j;
+        x86::Mem iv = cc_.newConst(aj::ConstPoolScope::kLocal, iota, static_cast<std::size_t>(vbytes_));
         cc_.xor_(L.i, L.i);
         cc_.bind(main);
-        x86::Gp next = cc_.newInt64();
-        cc_.lea(next, x86::ptr(L.i, W));
-        cc_.cmp(next, n);
-        cc_.jg(tail);
-        vector_body(body, false);
-        cc_.add(L.i, W);
-        cc_.jmp(main);
-        cc_.bind(tail);
         cc_.cmp(L.i, n);
         cc_.jge(post);
         {
-            // Lanes [0, n - i) are live: iota < broadcast(n - i).
             x86::Gp rem = cc_.newInt64();
             cc_.mov(rem, n);
             cc_.sub(rem, L.i);
-            std::int32_t iota[16];
-            for (int j = 0; j < 16; ++j) iota[j] = j;
-            x86::Mem iv = cc_.newConst(aj::ConstPoolScope::kLocal, iota, static_cast<std::size_t>(vbytes_));
             F vr = o.fresh();
             if (vbytes_ == 64) {
                 cc_.vpbroadcastd(o.reg(vr), rem.r32());
@@ -516,6 +510,8 @@ private:
             }
         }
         vector_body(body, true);
+        cc_.add(L.i, W);
+        cc_.jmp(main);
         cc_.bind(post);
         for (std::size_t r = 0; r < plan.reductions.size(); ++r) {
             const auto& red = plan.reductions[r];
@@ -571,11 +567,11 @@ private:
             L.memo_f.clear();
             L.memo_k.clear();
             if (s.kind == StmtKind::Store) {
-                F v = vf(s.value);
+                const x86::Vec v = o.reg(vf(s.value));  // before k(): see Lanes::select
                 x86::Mem m = element(s.buffer, s.index);
-                if (!masked) cc_.vmovups(m, o.reg(v));
-                else if (o.is_k(L.tail)) cc_.k(o.mk(L.tail)).vmovups(m, o.reg(v));
-                else cc_.vmaskmovps(m, o.mvec(L.tail), o.reg(v));
+                if (!masked) cc_.vmovups(m, v);
+                else if (o.is_k(L.tail)) cc_.k(o.mk(L.tail)).vmovups(m, v);
+                else cc_.vmaskmovps(m, o.mvec(L.tail), v);
                 continue;
             }
             // Assign: an accumulator update or a per-iteration temp.
@@ -636,6 +632,7 @@ private:
         VecLoop& L = *vl_;
         Lanes& o = *L.o;
         if (!varying(e)) {
+            if (e->kind == ExprKind::Const) return o.constant(static_cast<float>(e->f));  // a memory operand
             auto it = L.invariant.find(e.get());
             if (it != L.invariant.end()) return it->second;
             F r;
