@@ -40,7 +40,7 @@ struct OnnxModelInfo {
     std::int64_t opset = 0;                    // of the default domain (ai.onnx)
     std::string producer;                      // producer_name and version
     std::vector<ValueInfo> inputs;             // graph arguments (initializers excluded)
-    std::vector<ValueInfo> outputs;            // dims as declared; unknown ones are fresh symbols
+    std::vector<ValueInfo> outputs;            // dims as declared (none when the model gives no shape)
     std::vector<std::string> load_time_inputs; // inputs that OnnxOptions::input_values must give
     std::vector<std::string> op_types;         // distinct op types, in order of first use
 };

@@ -22,15 +22,16 @@ std::string symbol_name(const std::string& raw) {
     return s;
 }
 
-ValueInfo value_info(const pb::ValueInfoProto& v, const char* what) {
+ValueInfo value_info(const pb::ValueInfoProto& v, const char* what, bool shape_required = true) {
     KILN_USER_CHECK(v.type().has_tensor_type(),
                     "ONNX model: " << what << " '" << v.name() << "' is not a tensor (sequences, maps and optionals are not supported)");
     const auto& tt = v.type().tensor_type();
     auto dt = dtype_from_onnx(tt.elem_type());
     KILN_USER_CHECK(dt.has_value(), "ONNX model: " << what << " '" << v.name() << "': element type "
                                                    << onnx_type_name(tt.elem_type()) << " is not supported");
-    KILN_USER_CHECK(tt.has_shape(), "ONNX model: " << what << " '" << v.name() << "' has no shape (its rank is unknown)");
     ValueInfo info{v.name(), *dt, {}};
+    if (!tt.has_shape() && !shape_required) return info;
+    KILN_USER_CHECK(tt.has_shape(), "ONNX model: " << what << " '" << v.name() << "' has no shape (its rank is unknown)");
     int i = 0;
     for (const auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) {
@@ -234,7 +235,7 @@ OnnxModelInfo model_info(const pb::ModelProto& model) {
         info.inputs.push_back(value_info(in, "graph input"));
         graph_inputs.insert(in.name());
     }
-    for (const auto& out : g.output()) info.outputs.push_back(value_info(out, "graph output"));
+    for (const auto& out : g.output()) info.outputs.push_back(value_info(out, "graph output", false));
     // Load-time inputs: walk back from every input an op needs while loading, through the
     // nodes that compute it (folded when their inputs are known), to graph inputs.
     std::map<std::string, const pb::NodeProto*> producer;
