@@ -14,6 +14,8 @@ PACKAGES=(
   doctest-dev
   libasmjit-dev
   llvm-19-dev
+  libonnx-dev
+  libonnx-testdata
 )
 
 is_installed() {
