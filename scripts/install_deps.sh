@@ -16,6 +16,8 @@ PACKAGES=(
   llvm-19-dev
   libonnx-dev
   libonnx-testdata
+  libonnx-dev
+  libonnx-testdata
 )
 
 is_installed() {

@@ -185,7 +185,7 @@ TEST_CASE("onnx: unsupported ops and attributes name the node, the op and the at
     CHECK(error_of([&] { load_onnx_from_memory(ot::bytes(m)); }).find("com.microsoft") != std::string::npos);
 }
 
-TEST_CASE("onnx: constant subgraphs fold; Conv with asymmetric pads and AveragePool in ceil mode") {
+TEST_CASE("onnx: constant subgraphs fold, and Conv with asymmetric pads equals pad then conv") {
     // Shape -> Gather -> Unsqueeze -> Concat -> Reshape on a static input folds to constants.
     ot::pb::ModelProto m = ot::model(13);
     auto* g = m.mutable_graph();
