@@ -179,8 +179,14 @@ public:
     F select(K m, F a, F b) override {
         F r = like(a);
         const x86::Vec rb = reg(b);  // before k(): a constant's load must not take the mask
-        if (is_k(m)) cc_.k(mk(m)).emit(x86::Inst::kIdVblendmps, reg(r), rb, src(a));
-        else cc_.emit(x86::Inst::kIdVblendvps, reg(r), rb, src(a), mvec(m));
+        if (is_k(m)) {
+            // r = b, then a merge-masked move of a: the register allocator sees r defined
+            // first (a masked vblendmps into a fresh register reads it as uninitialised).
+            cc_.vmovaps(reg(r), rb);
+            cc_.k(mk(m)).emit(x86::Inst::kIdVmovups, reg(r), src(a));
+        } else {
+            cc_.emit(x86::Inst::kIdVblendvps, reg(r), rb, src(a), mvec(m));
+        }
         return r;
     }
     F to_i32(F a) override { return op2(x86::Inst::kIdVcvtps2dq, a); }
