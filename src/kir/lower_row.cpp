@@ -124,18 +124,24 @@ private:
     // Emits `for j in [0, row_len)` over the operand x of a row op, whose body `f` gets the
     // phase and x's element (in `st` unless `as_is`).
     void pass(ValueId x, Type st, const std::function<void(Phase&, const ExprRef&)>& f, bool as_is = false) {
+        row_loop(x, [&](Phase& ph) {
+            ExprRef xv = L.value(x, ph);
+            if (!as_is) xv = cast(st, xv);
+            if (xv->kind != ExprKind::Temp && xv->kind != ExprKind::Load) {
+                const int t = L.new_temp(xv->type);
+                ph.out->push_back(assign(t, xv));
+                xv = temp(t, xv->type);
+            }
+            f(ph, xv);
+        });
+    }
+    // Emits `for j in [0, row_len)` over the elements of a row of x's shape; `f` gets the phase.
+    void row_loop(ValueId x, const std::function<void(Phase&)>& f) {
         const int j = L.new_var();
         Space sp = L.make_space(x, {0, kept}, {outer(), var(j)});
         std::vector<StmtRef> inner;
         Phase ph{&sp, &inner, {}};
-        ExprRef xv = L.value(x, ph);
-        if (!as_is) xv = cast(st, xv);
-        if (xv->kind != ExprKind::Temp && xv->kind != ExprKind::Load) {
-            const int t = L.new_temp(xv->type);
-            inner.push_back(assign(t, xv));
-            xv = temp(t, xv->type);
-        }
-        f(ph, xv);
+        f(ph);
         body().push_back(loop(j, index_const(0), row_len, std::move(inner)));
     }
     // Makes y (a value of row op r, in its statistics type) r's result in `ph` and stores
@@ -168,6 +174,12 @@ private:
     void softmax(ValueId r, bool log, bool last) {
         const ValueId x = L.node(r).inputs[0];
         const Type st = st_of(r);
+        const int ob = L.output_buffer(r);
+        const DType odt = L.node(r).type.dtype;
+        if (last && !log && ob >= 0 && (odt == DType::f32 || odt == DType::f64) && compute_type(odt) == st) {
+            softmax_in_place(r, st, ob);
+            return;
+        }
         auto sc = [st](double v) { return constant(st, v); };
         const int mx = init_temp(st, sc(-std::numeric_limits<double>::infinity()));
         const ExprRef m = temp(mx, st);
@@ -183,6 +195,34 @@ private:
         finish(r, last, [log, m, s, ls](const ExprRef& v, Phase&) {
             ExprRef d = binary(BinaryOp::sub, v, m);
             return log ? binary(BinaryOp::sub, d, ls) : binary(BinaryOp::div, unary(UnaryOp::exp, d), s);
+        });
+    }
+
+    // The last softmax of a group, stored in its statistics type: its output row doubles as
+    // scratch. The first pass stores the operand and takes the max, the second replaces each
+    // element by exp(v - max) and sums, the write scales by 1/sum. exp runs once per element
+    // (not twice) and an earlier row op's result is recomputed once (not three times).
+    void softmax_in_place(ValueId r, Type st, int ob) {
+        const ValueId x = L.node(r).inputs[0];
+        const int mx = init_temp(st, constant(st, -std::numeric_limits<double>::infinity()));
+        const ExprRef m = temp(mx, st);
+        // A NaN propagates through the max and makes the whole row NaN, as in the interpreter.
+        pass(x, st, [&](Phase& ph, const ExprRef& v) {
+            ph.out->push_back(store(ob, L.offset(r, *ph.space), v));
+            ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v)));
+        });
+        const int sum = init_temp(st, constant(st, 0.0));
+        const ExprRef s = temp(sum, st);
+        row_loop(x, [&](Phase& ph) {
+            const ExprRef off = L.offset(r, *ph.space);
+            const int e = L.new_temp(st);
+            ph.out->push_back(assign(e, unary(UnaryOp::exp, binary(BinaryOp::sub, load(ob, st, off), m))));
+            ph.out->push_back(store(ob, off, temp(e, st)));
+            ph.out->push_back(assign(sum, binary(BinaryOp::add, s, temp(e, st))));
+        });
+        const ExprRef inv = temp(init_temp(st, binary(BinaryOp::div, constant(st, 1.0), s)), st);
+        row_loop(x, [&](Phase& ph) {
+            write(r, ph, binary(BinaryOp::mul, load(ob, st, L.offset(r, *ph.space)), inv), elem_outs);
         });
     }
 
