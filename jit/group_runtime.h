@@ -2,7 +2,7 @@
 // The engine's state for one fusion group of one function: its kernel IR (lowered once at
 // load), the compiled versions published so far (an immutable CodeSet swapped atomically,
 // so a running call keeps the versions it loaded alive), and the counters the tier-up
-// policy (jit/policy.h) reads.
+// policy (jit/tier_manager.h) reads.
 #include "jit/guard.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
@@ -27,7 +27,7 @@ struct CompiledVersion {
 };
 
 struct CodeSet {
-    std::vector<CompiledVersion> versions;  // specialisations first, generic versions last
+    std::vector<CompiledVersion> versions;  // tier-2 specialisations, tier-2 generic versions, the tier-1 version
 };
 
 class GroupRuntime {
@@ -53,7 +53,12 @@ public:
     std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;  // param values -> calls (bounded)
     int failures = 0;          // compile failures of this group
     bool blacklisted = false;  // too many failures: never tried again
-    bool compiling = false;    // a compile is in flight (identical requests are not repeated)
+    bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
+    // Tier 1: interpreted calls counted toward tier1_threshold; requested once (a generic
+    // version serves every shape); failed: the baseline cannot compile this group.
+    std::uint64_t interpreted_calls = 0;
+    bool tier1_requested = false;
+    bool tier1_failed = false;
     int generic_compiles = 0;
     std::atomic<int> specializations{0};  // fully bound versions of this group
 

@@ -47,6 +47,7 @@ void warmup_groups(TierManager& tm, const ShapePlan& sp) {
         group_params(*grp->kernel, grp->group, sp, params);
         tm.ensure_compiled(*grp, params);
     }
+    tm.wait_for_compiles();  // warmup compiles ahead: the next call finds the code
 }
 
 namespace {
@@ -256,6 +257,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         auto t0 = Clock::now();
         gr.calls.fetch_add(1, std::memory_order_relaxed);
         bool done = false, planned = false;
+        int ran = 0;  // the tier the group ran on
         // Zero-size buffers run on the interpreter: it raises the errors the op owes
         // (e.g. max over an empty row) and costs nothing.
         if (gr.kernel && !has_empty_buffer(group, sp_)) {
@@ -265,9 +267,15 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
             if (!code->versions.empty()) {
                 if (const CompiledVersion* v = TierManager::select(*code, s_.params.data())) {
                     run_compiled(*v, *gr.kernel, group);
+                    ran = v->tier;
                     top = std::max(top, v->tier);
                     gr.calls_compiled.fetch_add(1, std::memory_order_relaxed);
                     done = true;
+                    // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
+                    if (v->tier < code->versions.front().tier) {
+                        gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
+                        gr.deopts.fetch_add(1, std::memory_order_relaxed);
+                    }
                 } else {
                     gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
                     gr.deopts.fetch_add(1, std::memory_order_relaxed);
@@ -293,7 +301,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
         for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
         gr.ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
-        if (!done && planned) tm_.note_interpreted(gr, s_.params);
+        if (planned && ran < 2) tm_.note_call(gr, s_.params, ran);
     }
     return top;
 }

@@ -1,24 +1,31 @@
 #pragma once
 // The tier manager of one function: partitions its graph into fusion groups, lowers the
 // lowerable ones to kernel IR at load, counts calls per group and shape signature, and
-// compiles specialisations when a signature gets hot:
-//   - after `tier2_threshold` calls of a group at one signature (its param values), a
-//     specialisation with every param bound, while the group holds fewer than
-//     `max_specializations` (so the function holds at most that many per group: one
+// compiles when the policy says so:
+//   - tier 1 (baseline, generic: every dim a run-time argument) once a group has run
+//     `tier1_threshold` times on the interpreter;
+//   - tier 2, after `tier2_threshold` calls of a group at one signature (its param values)
+//     on a lower tier, a specialisation with every param bound, while the group holds fewer
+//     than `max_specializations` (so the function holds at most that many per group: one
 //     per shape signature of traffic) and the group has seen few distinct signatures;
-//   - otherwise (a dim keeps changing, or the limit is reached) one generic version that
-//     binds only the params every observed signature agreed on; if its guard fails later,
-//     a second generic version with no param bound. No recompile storms: at most
-//     max_specializations + 2 compiles per group succeed, and failures back off and then
-//     blacklist the group.
-// Compiles run on the calling thread in this version (the background queue comes later);
-// a call that finds a compile of the same group in flight does not wait for it.
+//   - otherwise (a dim keeps changing, or the limit is reached) one generic tier-2 version
+//     that binds only the params every observed signature agreed on; if its guard fails
+//     later, a second generic version with no param bound. No recompile storms: at most
+//     max_specializations + 2 tier-2 compiles per group succeed, and failures back off and
+//     then blacklist the group.
+// Compiles run on the engine's CompileQueue (jit/compile_queue.h) unless async_compile is
+// off or there is no queue: calls never wait for them and run the best code already
+// published. Jobs are ordered by the group's share of its function's time (hot groups
+// first) and tier-1 jobs before tier-2 ones. One compile per group and tier is in flight at
+// a time (identical requests are made once).
+#include "jit/compile_queue.h"
 #include "jit/group_runtime.h"
 
 #include <kiln/options.h>
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -31,10 +38,21 @@ struct TierCounters {
     std::array<std::atomic<std::uint64_t>, 8> bailouts{};  // by tiers::Bailout
 };
 
+// The compiling tiers and the compile queue an engine gives its functions (any may be null).
+struct TierSet {
+    std::shared_ptr<tiers::Tier> tier1, tier2;
+    std::shared_ptr<CompileQueue> queue;
+};
+
+// Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.
+void set_compile_delay_for_testing(std::chrono::milliseconds delay);
+
 class TierManager {
 public:
-    // `tier2` may be null (no optimising tier: everything stays on the interpreter).
-    TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<tiers::Tier> tier2);
+    TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, TierSet tiers);
+    ~TierManager();  // drops queued compiles of this function, waits for running ones
+    TierManager(const TierManager&) = delete;
+    TierManager& operator=(const TierManager&) = delete;
 
     const passes::Partition& partition() const { return partition_; }
     std::vector<std::unique_ptr<GroupRuntime>>& groups() { return groups_; }
@@ -44,25 +62,35 @@ public:
     // value the last step that reads it (-1: none; INT32_MAX: a graph output).
     const std::vector<std::int32_t>& step_of() const { return step_of_; }
     const std::vector<std::int32_t>& last_use() const { return last_use_; }
-    bool jit_enabled() const { return tier2_ != nullptr; }
+    bool jit_enabled() const { return tiers_.tier1 != nullptr || tiers_.tier2 != nullptr; }
+    // Blocks until every compile requested so far has finished (Function::wait_for_compiles).
+    void wait_for_compiles();
 
     // The version whose guard passes for these params, or null (then the caller counts a
     // guard failure when versions existed, and runs the group on the interpreter).
     static const CompiledVersion* select(const CodeSet& code, const std::int64_t* params);
 
-    // Called after a group ran on the interpreter with these params: counts the signature
-    // and compiles when the policy says so.
-    void note_interpreted(GroupRuntime& gr, const std::vector<std::int64_t>& params);
-    // Compiles now (no threshold) a version covering these params, unless one exists, the
-    // group is blacklisted, or a compile is in flight (warmup).
+    // Called after a group ran below tier 2 (`ran_tier`: 0 the interpreter, 1 the baseline)
+    // with these params: counts the call and the signature and requests compiles when the
+    // policy says so.
+    void note_call(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier);
+    // Requests (no threshold) a tier-2 version covering these params, unless one exists, the
+    // group is blacklisted, or a compile is in flight (warmup; wait_for_compiles waits for it).
     void ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params);
 
 private:
-    void compile(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
+    void request_tier1(GroupRuntime& gr);
+    void request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
+    void submit(GroupRuntime& gr, double boost, std::function<void()> job);
+    void compile_tier1(GroupRuntime& gr);
+    void compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
+    tiers::CompileResult run_tier(tiers::Tier& tier, const kir::Kernel& k, const kir::Specialization& spec,
+                                  std::uint64_t* us);
 
     std::shared_ptr<const ir::Graph> graph_;
     Options options_;
-    std::shared_ptr<tiers::Tier> tier2_;
+    TierSet tiers_;
+    std::shared_ptr<CompileQueue::Ticket> ticket_;
     passes::Partition partition_;
     std::vector<std::unique_ptr<GroupRuntime>> groups_;
     TierCounters counters_;

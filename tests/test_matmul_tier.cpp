@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,7 @@ Options jit_opts() {
     Options o;
     o.jit = true;
     o.tier2_threshold = 2;
+    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();  // tier 2 alone (tier 1 has no matmul)
     o.async_compile = false;
     return o;
 }

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -24,7 +25,9 @@ Options jit_options(std::int64_t threshold = 2) {
     Options o;
     o.jit = true;
     o.async_compile = false;
-    o.tier1_threshold = threshold;
+    // These tests are about tier 2 (specialisation, guards, deopt to the interpreter):
+    // tier 1 is kept out of the way (tests/test_tier1_async.cpp covers it).
+    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
     o.tier2_threshold = threshold;
     return o;
 }

@@ -34,9 +34,9 @@ void RetiredTotals::add(const FunctionStats& s) {
 }
 
 FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r,
-                           std::shared_ptr<tiers::Tier> tier2)
+                           jit::TierSet tier_set)
     : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o),
-      tiers(g, o, std::move(tier2)), retired(std::move(r)) {}
+      tiers(g, o, std::move(tier_set)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
     if (retired) retired->add(stats());
@@ -104,7 +104,7 @@ FunctionStats FunctionImpl::stats() const {
         g.compiled_calls = gr.calls_compiled.load(std::memory_order_relaxed);
         g.total_ms = static_cast<double>(gr.ns.load(std::memory_order_relaxed)) * 1e-6;
         if (!gr.kernel) g.note = gr.lower_failure;
-        else if (!tiers.jit_enabled()) g.note = "no optimising tier (KILN_JIT=0 or built without LLVM)";
+        else if (!tiers.jit_enabled()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
         s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
         s.deopts += gr.deopts.load(std::memory_order_relaxed);
         s.specializations = std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.specializations.load()));
@@ -136,7 +136,10 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
         std::filesystem::create_directories(options.dump_dir, ec);
         if (ec) support::log().warn("KILN_DUMP_DIR={}: cannot create it: {}", options.dump_dir, ec.message());
     }
-    tier2 = jit::make_tier2(options);
+    tier_set.tier1 = jit::make_tier1(options);
+    tier_set.tier2 = jit::make_tier2(options);
+    if ((tier_set.tier1 || tier_set.tier2) && options.async_compile)
+        tier_set.queue = std::make_shared<jit::CompileQueue>(static_cast<std::size_t>(options.compile_threads));
     support::log().debug("engine created: {}", options.to_string());
 }
 EngineImpl::~EngineImpl() = default;
@@ -196,7 +199,7 @@ void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
     for (const auto& shapes : shape_sets) jit::warmup_groups(f.tiers, *f.shape_plan(shapes));
 }
 
-void Function::wait_for_compiles() const { impl_of(impl_); }
+void Function::wait_for_compiles() const { impl_of(impl_).tiers.wait_for_compiles(); }
 
 FunctionStats Function::stats() const { return impl_of(impl_).stats(); }
 
@@ -213,7 +216,7 @@ Engine::~Engine() = default;
 
 Function Engine::load(const Graph& graph) {
     KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
-    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired, impl_->tier2);
+    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired, impl_->tier_set);
     const Options& o = impl_->options;
     auto dump = [&](const std::string& suffix, const std::string& text) {
         namespace fs = std::filesystem;

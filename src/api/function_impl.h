@@ -26,7 +26,7 @@ struct RetiredTotals {
 class FunctionImpl {
 public:
     FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<RetiredTotals> retired,
-                 std::shared_ptr<tiers::Tier> tier2);
+                 jit::TierSet tier_set);
     ~FunctionImpl();
     FunctionImpl(const FunctionImpl&) = delete;
     FunctionImpl& operator=(const FunctionImpl&) = delete;
@@ -66,7 +66,7 @@ public:
     mutable std::mutex mu;
     std::vector<std::weak_ptr<FunctionImpl>> functions;
     std::shared_ptr<RetiredTotals> retired = std::make_shared<RetiredTotals>();
-    std::shared_ptr<tiers::Tier> tier2;  // the optimising tier, when built and enabled
+    jit::TierSet tier_set;  // the compiling tiers this build and options provide, and the compile queue
 };
 
 }  // namespace kiln::detail
