@@ -26,7 +26,7 @@ Options jit_options(std::int64_t threshold = 2) {
     o.jit = true;
     o.async_compile = false;
     // These tests are about tier 2 (specialisation, guards, deopt to the interpreter):
-    // tier 1 is kept out of the way (tests/test_tier1_async.cpp covers it).
+    // tier 1 is kept out of the way (tests/test_threads_tiers.cpp covers it).
     o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
     o.tier2_threshold = threshold;
     return o;

@@ -1,0 +1,201 @@
+// Tier 1 through the Engine (tier 0 -> 1 -> 2, deopt from tier 2 to tier 1) and the
+// background compile queue (calls never wait for a compile; hot groups compile first;
+// a function destroyed with compiles queued or running is safe).
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "jit/compile_queue.h"
+#include "jit/tier_manager.h"
+#include "reference.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+Graph chain_and_rows() {
+    Tensor g = Tensor::rand({32}, 3, DType::f32, 0.5, 1.5), b = Tensor::randn({32}, 4);
+    return trace("chain_rows", {arg("x", DType::f32, {dyn("B"), 32}), arg("y", DType::f32, {32})},
+                 [&](const std::vector<Var>& in) {
+                     Var h = gelu(in[0] * in[1] + 0.5, true) * sigmoid(in[0]);
+                     return std::vector<Var>{softmax(layer_norm(h, g, b), -1), sum(h, -1)};
+                 });
+}
+
+Options opts(std::int64_t t1, std::int64_t t2, bool async) {
+    Options o;
+    o.jit = true;
+    o.async_compile = async;
+    o.tier1_threshold = t1;
+    o.tier2_threshold = t2;
+    return o;
+}
+
+Options interp() {
+    Options o;
+    o.jit = false;
+    return o;
+}
+
+void check_same(Function& f, Function& ref, const std::vector<Tensor>& in) {
+    auto a = f(in);
+    auto b = ref(in);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], b[k]) < 1e-5);
+}
+
+// Whether this build has a tier at `level` (engines built without asmjit or LLVM skip).
+bool have_tier(int level) {
+    Graph g = trace("probe", {arg("x", DType::f32, {4})}, [](const std::vector<Var>& in) {
+        return std::vector<Var>{in[0] + 1.0};
+    });
+    Function f = Engine(level == 1 ? opts(1, kNever, false) : opts(kNever, 1, false)).load(g);
+    Tensor x = Tensor::randn({4}, 1);
+    for (int i = 0; i < 3; ++i) f({x});
+    return f.stats().calls_by_tier[static_cast<std::size_t>(level)] > 0;
+}
+
+}  // namespace
+
+TEST_CASE("tier1: groups reach tier 1 after KILN_TIER1_THRESHOLD calls; one version serves every shape") {
+    if (!have_tier(1)) {
+        MESSAGE("skipped: this build or host has no tier 1 (asmjit, x86-64 with AVX2 and FMA)");
+        return;
+    }
+    Graph g = chain_and_rows();
+    Function fj = Engine(opts(2, kNever, false)).load(g);
+    Function fi = Engine(interp()).load(g);
+    Tensor y = Tensor::randn({32}, 2);
+    for (int i = 0; i < 3; ++i) check_same(fj, fi, {Tensor::randn({8, 32}, 10 + static_cast<std::uint64_t>(i)), y});
+    FunctionStats s = fj.stats();
+    INFO(s.to_json());
+    CHECK(s.calls_by_tier[0] == 2);
+    CHECK(s.calls_by_tier[1] == 1);
+    for (const auto& gr : s.groups) CHECK(gr.tier == 1);
+    // Other batch sizes run on the same generic code: no guard failure, no new compile.
+    const std::uint64_t compiles = s.compiles;
+    for (std::int64_t b : {1, 3, 17, 64}) check_same(fj, fi, {Tensor::randn({b, 32}, static_cast<std::uint64_t>(b)), y});
+    s = fj.stats();
+    CHECK(s.compiles == compiles);
+    CHECK(s.guard_failures == 0);
+    CHECK(s.calls_by_tier[1] == 5);
+}
+
+TEST_CASE("tier1: hot signatures move on to tier 2; a guard miss there runs tier 1 and counts a deopt") {
+    if (!have_tier(1) || !have_tier(2)) {
+        MESSAGE("skipped: this build or host lacks tier 1 or tier 2");
+        return;
+    }
+    Graph g = chain_and_rows();
+    Function fj = Engine(opts(1, 3, false)).load(g);
+    Function fi = Engine(interp()).load(g);
+    Tensor y = Tensor::randn({32}, 2), x = Tensor::randn({8, 32}, 1);
+    for (int i = 0; i < 6; ++i) check_same(fj, fi, {x, y});
+    FunctionStats s = fj.stats();
+    INFO(s.to_json());
+    CHECK(s.calls_by_tier[1] >= 1);
+    CHECK(s.calls_by_tier[2] >= 1);
+    for (const auto& gr : s.groups) CHECK(gr.tier == 2);
+    const std::uint64_t t1_calls = s.calls_by_tier[1];
+    check_same(fj, fi, {Tensor::randn({5, 32}, 7), y});  // a batch size the specialisations do not cover
+    s = fj.stats();
+    CHECK(s.calls_by_tier[1] == t1_calls + 1);
+    CHECK(s.guard_failures >= 1);
+    CHECK(s.deopts == s.guard_failures);
+}
+
+TEST_CASE("compile queue: jobs run highest priority first, in order among equals; tickets wait and cancel") {
+    jit::CompileQueue q(1);
+    auto a = q.new_ticket(), b = q.new_ticket();
+    std::mutex mu;
+    std::vector<int> order;
+    std::atomic<bool> release{false};
+    // The first job holds the only worker until the others are queued.
+    q.submit(a, 0.0, [&] {
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    auto rec = [&](int v) {
+        return [&, v] {
+            std::lock_guard<std::mutex> lock(mu);
+            order.push_back(v);
+        };
+    };
+    q.submit(a, 0.1, rec(1));
+    q.submit(a, 1.5, rec(2));  // a tier-1-like boost: first
+    q.submit(a, 0.7, rec(3));
+    q.submit(a, 0.7, rec(4));
+    q.submit(b, 0.9, rec(99));
+    b->cancel();  // b's queued job never runs; cancel returns once nothing of b runs
+    CHECK(b->pending() == 0);
+    q.submit(b, 5.0, rec(100));  // dropped: b is cancelled
+    release = true;
+    a->wait_idle();
+    CHECK(a->pending() == 0);
+    CHECK(order == std::vector<int>{2, 3, 4, 1});
+}
+
+TEST_CASE("compile queue: calls do not wait for a slow compile; they run on the lower tier meanwhile") {
+    if (!have_tier(2)) {
+        MESSAGE("skipped: this build has no tier 2 (LLVM)");
+        return;
+    }
+    constexpr auto kDelay = std::chrono::milliseconds(1500);
+    jit::set_compile_delay_for_testing(kDelay);
+    Graph g = chain_and_rows();
+    Function fj = Engine(opts(1, 2, true)).load(g);
+    Function fi = Engine(interp()).load(g);
+    Tensor x = Tensor::randn({8, 32}, 1), y = Tensor::randn({32}, 2);
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    double worst_ms = 0;
+    int calls = 0;
+    // Keep calling while the tier-2 compile sleeps: every call stays fast and correct.
+    while (Clock::now() - start < kDelay / 2) {
+        const auto t0 = Clock::now();
+        check_same(fj, fi, {x, y});
+        worst_ms = std::max(worst_ms, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        ++calls;
+    }
+    FunctionStats during = fj.stats();
+    jit::set_compile_delay_for_testing(std::chrono::milliseconds(0));
+    fj.wait_for_compiles();
+    check_same(fj, fi, {x, y});
+    FunctionStats after = fj.stats();
+    INFO(after.to_json());
+    MESSAGE(calls << " calls while a " << kDelay.count() << " ms compile was in flight; slowest " << worst_ms << " ms");
+    CHECK(calls > 10);
+    CHECK(during.calls_by_tier[2] == 0);  // the compile was still in flight throughout
+    CHECK(worst_ms < static_cast<double>(kDelay.count()) / 4);
+    CHECK(after.calls_by_tier[2] >= 1);
+}
+
+TEST_CASE("compile queue: a function destroyed with compiles queued or running is safe") {
+    if (!have_tier(2)) {
+        MESSAGE("skipped: this build has no tier 2 (LLVM)");
+        return;
+    }
+    jit::set_compile_delay_for_testing(std::chrono::milliseconds(200));
+    Engine e(opts(1, 1, true));
+    Graph g = chain_and_rows();
+    Tensor y = Tensor::randn({32}, 2);
+    for (int i = 0; i < 4; ++i) {
+        Function f = e.load(g);
+        for (std::int64_t b : {2, 3, 4}) f({Tensor::randn({b, 32}, static_cast<std::uint64_t>(b)), y});
+        // f goes out of scope here with compiles queued behind a sleeping one.
+    }
+    jit::set_compile_delay_for_testing(std::chrono::milliseconds(0));
+    Function f = e.load(g);
+    f({Tensor::randn({2, 32}, 1), y});
+    f.wait_for_compiles();
+    CHECK(e.stats().functions >= 1);
+}
