@@ -143,6 +143,11 @@ TEST_CASE("onnx: malformed files give kiln::Error") {
     m = ot::Mlp().onnx();
     m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(ot::pb::TensorProto::INT64);
     CHECK(error_of([&] { load_onnx_from_memory(ot::bytes(m)); }).find("declared i64") != std::string::npos);
+    // Dims whose product overflows even when one of them is 0 (found by the fuzzer).
+    ot::pb::TensorProto huge;
+    huge.set_data_type(ot::pb::TensorProto::FLOAT);
+    for (std::int64_t d : {std::int64_t{0}, std::int64_t{1} << 40, std::int64_t{1} << 40}) huge.add_dims(d);
+    CHECK(error_of([&] { onnx_tensor_from_memory(huge.SerializeAsString()); }).find("too many elements") != std::string::npos);
     // A TensorProto that is not one.
     CHECK(!error_of([] { onnx_tensor_from_memory("\x0a\xff\xff\xff\xff\x0f"); }).empty());
 }

@@ -2,6 +2,7 @@
 // EyeLike, Cast, CastLike, Gather, Dropout (inference), Hardmax.
 #include "src/onnx/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::onnx_import {
@@ -14,8 +15,8 @@ Shape created_shape(const NodeCtx& c, const std::vector<std::int64_t>& shape) {
     std::int64_t n = 1;
     for (auto d : shape) {
         c.require(d >= 0, "", "dims must be >= 0, got " + std::to_string(d));
-        c.require(d == 0 || n <= kMaxCreatedElements / d, "", "the tensor would be too large");
-        n *= d;
+        c.require(n <= kMaxCreatedElements / std::max<std::int64_t>(d, 1), "", "the tensor would be too large");
+        n *= std::max<std::int64_t>(d, 1);
     }
     return shape;
 }

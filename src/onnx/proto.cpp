@@ -2,6 +2,7 @@
 
 #include "src/support/check.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -91,9 +92,11 @@ Tensor tensor_from_proto(const pb::TensorProto& t, const std::string& where) {
     Shape shape;
     std::int64_t numel = 1;
     constexpr std::int64_t kMaxElements = std::int64_t{1} << 34;
+    std::int64_t extent = 1;  // the product of the dims counted as at least 1 (strides stay in range)
     for (std::int64_t d : t.dims()) {
         KILN_USER_CHECK(d >= 0, where << ": dims must be >= 0, got " << d);
-        KILN_USER_CHECK(d == 0 || numel <= kMaxElements / d, where << ": too many elements");
+        KILN_USER_CHECK(extent <= kMaxElements / std::max<std::int64_t>(d, 1), where << ": too many elements");
+        extent *= std::max<std::int64_t>(d, 1);
         numel *= d;
         shape.push_back(d);
     }
