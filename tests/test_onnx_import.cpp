@@ -9,6 +9,7 @@
 #if defined(KILN_HAVE_ONNX)
 #include "tests/onnx/model_builder.h"
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -89,6 +90,7 @@ TEST_CASE("onnx: load_onnx reads a file; inspect_onnx reports inputs, outputs an
     CHECK(info.op_types == std::vector<std::string>{"Gemm", "Relu", "Softmax"});
     CHECK(info.load_time_inputs.empty());
     CHECK(error_of([&] { load_onnx("no_such_model.onnx"); }).find("cannot open") != std::string::npos);
+    std::remove(path.c_str());
 }
 
 TEST_CASE("onnx: inputs an op needs while loading are reported and can be given") {
