@@ -16,8 +16,6 @@ PACKAGES=(
   llvm-19-dev
   libonnx-dev
   libonnx-testdata
-  libonnx-dev
-  libonnx-testdata
 )
 
 is_installed() {
