@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kThreads = 8;
 
-Graph arena_graph() {
+[[maybe_unused]] Graph arena_graph() {  // used only with the LLVM tier
     Tensor w1 = Tensor::rand({32, 32}, 11, DType::f32, -0.3, 0.3), b1 = Tensor::randn({32}, 12);
     Tensor w2 = Tensor::rand({32, 32}, 13, DType::f32, -0.3, 0.3), b2 = Tensor::randn({32}, 14);
     Tensor gamma = Tensor::rand({32}, 15, DType::f32, 0.5, 1.5), beta = Tensor::randn({32}, 16);
