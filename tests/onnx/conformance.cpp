@@ -42,6 +42,15 @@ Options interp_options() {
     o.num_threads = 1;
     return o;
 }
+[[maybe_unused]] Options tier1_options() {  // every group tier 1 covers compiles after its first call
+    Options o;
+    o.jit = true;
+    o.async_compile = false;
+    o.tier1_threshold = 1;
+    o.tier2_threshold = 1000000;
+    o.num_threads = 1;
+    return o;
+}
 [[maybe_unused]] Options tier2_options() {  // every compilable group compiles on its first call
     Options o;
     o.jit = true;
@@ -53,6 +62,9 @@ Options interp_options() {
 }
 const TierRun kTiers[] = {
     {"interp", 0, interp_options},
+#if defined(KILN_HAVE_ASMJIT)
+    {"tier1", 1, tier1_options},
+#endif
 #if defined(KILN_HAVE_LLVM)
     {"tier2", 2, tier2_options},
 #endif
@@ -240,7 +252,9 @@ TestReport run_one(const fs::path& dir, bool verbose) {
             try {
                 Engine engine(kTiers[t].options());
                 Function f = engine.load(g);
-                if (kTiers[t].level > 0) {  // compile every compilable group before the call
+                if (kTiers[t].level == 1) {  // a first (interpreted) call compiles tier 1
+                    f(args);
+                } else if (kTiers[t].level > 1) {  // compile every compilable group before the call
                     std::vector<Shape> shapes;
                     for (const auto& a : args) shapes.push_back(a.shape());
                     f.warmup({shapes});
