@@ -17,9 +17,10 @@ void gemm(NodeCtx& c) {
     c.require(a.rank() == 2 && b.rank() == 2, "", "A and B must be matrices, got " + dims_to_string(a.dims()) + " and " +
                                                       dims_to_string(b.dims()));
     if (c.attr_i("transA", 0) != 0) a = transpose(a, 0, 1);
-    if (c.attr_i("transB", 0) != 0) b = transpose(b, 0, 1);
     double alpha = c.attr_f("alpha", 1.0), beta = c.attr_f("beta", 1.0);
-    Var y = matmul(a, b);
+    // A @ B^T is linear(A, B): a constant B (the usual weight) is transposed once at load,
+    // not on every call.
+    Var y = c.attr_i("transB", 0) != 0 ? linear(a, b) : matmul(a, b);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2) && beta != 0.0) {
         Var cc = c.in(2);
