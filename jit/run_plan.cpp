@@ -132,6 +132,17 @@ private:
     MemoryPlan make_memory_plan() const;
     std::byte* arena();
     void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g);
+    // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
+    void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
+        gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
+        gr.deopts.fetch_add(1, std::memory_order_relaxed);
+        if (auto* tr = tm_.trace()) {
+            const std::string fact = code.versions.front().guard.first_failure(s_.params.data(), gr.kernel->params);
+            const std::string group = "\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\"";
+            tr->instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::Trace::escape(fact) + "\"");
+            tr->instant("guard", "deopt", group + ",\"to_tier\":" + std::to_string(to));
+        }
+    }
     void release_inputs(std::size_t id, std::int32_t upto);
 
     const Plan& plan_;
@@ -272,13 +283,9 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
                     gr.calls_compiled.fetch_add(1, std::memory_order_relaxed);
                     done = true;
                     // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
-                    if (v->tier < code->versions.front().tier) {
-                        gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
-                        gr.deopts.fetch_add(1, std::memory_order_relaxed);
-                    }
+                    if (v->tier < code->versions.front().tier) guard_failed(gr, *code, v->tier);
                 } else {
-                    gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
-                    gr.deopts.fetch_add(1, std::memory_order_relaxed);
+                    guard_failed(gr, *code, 0);
                 }
             }
         }
@@ -301,6 +308,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
         for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
         gr.ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+        if (auto* tr = tm_.trace()) tr->complete("group", group.name, t0, Clock::now(), "\"tier\":" + std::to_string(ran));
         if (planned && ran < 2) tm_.note_call(gr, s_.params, ran);
     }
     return top;

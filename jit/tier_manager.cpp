@@ -125,19 +125,30 @@ void TierManager::request_tier2(GroupRuntime& gr, const std::vector<std::int64_t
     submit(gr, 0.0, [this, &gr, params, generic] { compile_tier2(gr, params, generic); });
 }
 
-tiers::CompileResult TierManager::run_tier(tiers::Tier& tier, const kir::Kernel& k, const kir::Specialization& spec,
-                                           std::uint64_t* us) {
+tiers::CompileResult TierManager::run_tier(tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
+                                           bool generic, std::uint64_t* us) {
     auto t0 = std::chrono::steady_clock::now();
     tiers::CompileResult r;
     try {
-        r = tier.compile(k, spec);
+        r = tier.compile(*gr.kernel, spec);
     } catch (const std::exception& e) {  // a tier must not throw; if it does, it is a failure like any other
         r = tiers::CompileResult{};
         r.bailout = tiers::Bailout::backend_error;
         r.detail = e.what();
     }
-    *us = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    const auto t1 = std::chrono::steady_clock::now();
+    *us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+    if (auto* tr = trace()) {
+        std::string bound;
+        for (std::size_t p = 0; p < spec.params.size(); ++p)
+            if (spec.params[p]) bound += (bound.empty() ? "" : ",") + gr.kernel->params[p] + "=" + std::to_string(*spec.params[p]);
+        tr->complete("compile", graph_->name + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0, t1,
+                     "\"backend\":\"" + std::string(tier.name()) + "\",\"tier\":" + std::to_string(tier.level()) +
+                         ",\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\",\"generic\":" +
+                         (generic ? "true" : "false") + ",\"bound\":\"" + profiling::Trace::escape(bound) +
+                         "\",\"outcome\":\"" + (r.kernel ? std::string("compiled") : std::string(tiers::bailout_name(r.bailout))) +
+                         "\",\"cache\":\"miss\"");
+    }
     counters_.compile_us.fetch_add(*us, std::memory_order_relaxed);
     counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
     if (r.kernel) counters_.compiles.fetch_add(1, std::memory_order_relaxed);
@@ -150,7 +161,7 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
     kir::Specialization spec;
     spec.params.resize(k.params.size());  // nothing bound: one version serves every shape
     std::uint64_t us = 0;
-    tiers::CompileResult r = run_tier(*tiers_.tier1, k, spec, &us);
+    tiers::CompileResult r = run_tier(*tiers_.tier1, gr, spec, true, &us);
     std::lock_guard<std::mutex> lock(gr.mu);
     if (!r.kernel) {
         gr.tier1_failed = true;  // deterministic for a generic kernel: not retried
@@ -187,7 +198,7 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
     }
     if (auto ms = g_compile_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     std::uint64_t us = 0;
-    tiers::CompileResult r = run_tier(*tiers_.tier2, k, spec, &us);
+    tiers::CompileResult r = run_tier(*tiers_.tier2, gr, spec, generic, &us);
     const bool slow = r.kernel && us > kCompileBudgetUs;
     if (slow) counters_.bailouts[static_cast<std::size_t>(tiers::Bailout::timeout)].fetch_add(1, std::memory_order_relaxed);
 

@@ -20,6 +20,7 @@
 // a time (identical requests are made once).
 #include "jit/compile_queue.h"
 #include "jit/group_runtime.h"
+#include "profiling/trace.h"
 
 #include <kiln/options.h>
 
@@ -42,6 +43,7 @@ struct TierCounters {
 struct TierSet {
     std::shared_ptr<tiers::Tier> tier1, tier2;
     std::shared_ptr<CompileQueue> queue;
+    std::shared_ptr<profiling::Trace> trace;  // KILN_TRACE: compiles are recorded here
 };
 
 // Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.
@@ -62,6 +64,7 @@ public:
     // value the last step that reads it (-1: none; INT32_MAX: a graph output).
     const std::vector<std::int32_t>& step_of() const { return step_of_; }
     const std::vector<std::int32_t>& last_use() const { return last_use_; }
+    profiling::Trace* trace() const { return tiers_.trace.get(); }
     bool jit_enabled() const { return tiers_.tier1 != nullptr || tiers_.tier2 != nullptr; }
     // Blocks until every compile requested so far has finished (Function::wait_for_compiles).
     void wait_for_compiles();
@@ -84,8 +87,8 @@ private:
     void submit(GroupRuntime& gr, double boost, std::function<void()> job);
     void compile_tier1(GroupRuntime& gr);
     void compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
-    tiers::CompileResult run_tier(tiers::Tier& tier, const kir::Kernel& k, const kir::Specialization& spec,
-                                  std::uint64_t* us);
+    tiers::CompileResult run_tier(tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
+                                  bool generic, std::uint64_t* us);
 
     std::shared_ptr<const ir::Graph> graph_;
     Options options_;

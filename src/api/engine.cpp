@@ -70,7 +70,9 @@ std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
 std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
                                                std::span<const Tensor> caller_outputs) {
     int tier = 0;
+    const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
     std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier, caller_outputs);
+    trace_call(t0, tier);
     profile.record_call(sp.input_shapes, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -80,10 +82,17 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
 void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
                                      std::span<const Tensor> outputs) {
     int tier = 0;
+    const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
     jit::run_groups_into(plan, tiers, sp, inputs, &profile, &tier, outputs);
+    trace_call(t0, tier);
     profile.record_call(sp.input_shapes, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void FunctionImpl::trace_call(profiling::Trace::Clock::time_point t0, int tier) {
+    if (auto* tr = tiers.trace()) tr->complete("call", plan.graph->name, t0, profiling::Trace::Clock::now(),
+                                               "\"tier\":" + std::to_string(tier));
 }
 
 FunctionStats FunctionImpl::stats() const {
@@ -136,6 +145,7 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
         std::filesystem::create_directories(options.dump_dir, ec);
         if (ec) support::log().warn("KILN_DUMP_DIR={}: cannot create it: {}", options.dump_dir, ec.message());
     }
+    if (!options.trace_file.empty()) tier_set.trace = std::make_shared<profiling::Trace>(options.trace_file);
     tier_set.tier1 = jit::make_tier1(options);
     tier_set.tier2 = jit::make_tier2(options);
     if ((tier_set.tier1 || tier_set.tier2) && options.async_compile)

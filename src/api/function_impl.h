@@ -5,6 +5,7 @@
 #include "jit/executor.h"
 #include "jit/tier_manager.h"
 #include "profiling/profile.h"
+#include "profiling/trace.h"
 
 #include <tbb/global_control.h>
 
@@ -42,6 +43,8 @@ public:
     // The same for the inputs' shapes; a cached plan is found without copying them.
     std::shared_ptr<const jit::ShapePlan> shape_plan(std::span<const Tensor> inputs);
     FunctionStats stats() const;
+    // KILN_TRACE: one "call" event from t0 to now (no-op when tracing is off).
+    void trace_call(profiling::Trace::Clock::time_point t0, int tier);
 
     Graph graph;
     jit::Plan plan;

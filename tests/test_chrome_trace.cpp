@@ -1,0 +1,98 @@
+// KILN_TRACE: the Chrome-trace file of a short run, read back and checked against the
+// function's stats (calls per tier, groups, compiles, guard failures, deopts).
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "profiling/trace.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+bool has(const std::string& line, const std::string& what) { return line.find(what) != std::string::npos; }
+
+std::uint64_t count(const std::vector<std::string>& lines, std::initializer_list<const char*> all) {
+    std::uint64_t n = 0;
+    for (const auto& l : lines) {
+        bool ok = true;
+        for (const char* w : all) ok = ok && has(l, w);
+        n += ok ? 1 : 0;
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("trace: escape keeps JSON strings valid") {
+    CHECK(profiling::Trace::escape("a\"b\\c\n") == "a\\\"b\\\\c\\u000a");
+}
+
+TEST_CASE("trace: the events of a short run match the function's stats") {
+    const std::string path = (std::filesystem::temp_directory_path() / "kiln_trace_test.json").string();
+    std::filesystem::remove(path);
+    Options o;
+    o.jit = true;
+    o.async_compile = false;
+    o.tier1_threshold = 1;
+    o.tier2_threshold = 3;
+    o.trace_file = path;
+    FunctionStats s;
+    {
+        Engine e(o);
+        Tensor g = Tensor::rand({32}, 3, DType::f32, 0.5, 1.5), b = Tensor::randn({32}, 4);
+        Function f = e.load(trace("traced", {arg("x", DType::f32, {dyn("B"), 32})}, [&](const std::vector<Var>& in) {
+            return std::vector<Var>{softmax(layer_norm(gelu(in[0], true) * 2.0, g, b), -1)};
+        }));
+        for (int i = 0; i < 6; ++i) f({Tensor::randn({8, 32}, 1)});
+        f({Tensor::randn({5, 32}, 2)});  // a batch size the specialisations do not cover
+        s = f.stats();
+    }  // the engine and the function are gone: the file is written
+    INFO(s.to_json());
+    const auto lines = read_lines(path);
+    REQUIRE(lines.size() >= 3);
+    CHECK(has(lines.front(), "\"traceEvents\":["));
+    CHECK(lines.back() == "]}");
+    CHECK(count(lines, {"\"cat\":\"call\""}) == s.calls);
+    for (int t = 0; t < 3; ++t)
+        CHECK(count(lines, {"\"cat\":\"call\"", ("\"tier\":" + std::to_string(t) + "}").c_str()}) == s.calls_by_tier[static_cast<std::size_t>(t)]);
+    std::uint64_t group_calls = 0;
+    for (const auto& gr : s.groups) group_calls += gr.calls;
+    CHECK(count(lines, {"\"cat\":\"group\""}) == group_calls);
+    CHECK(count(lines, {"\"cat\":\"compile\""}) == s.compiles + s.compile_failures);
+    CHECK(count(lines, {"\"cat\":\"compile\"", "\"outcome\":\"compiled\""}) == s.compiles);
+    CHECK(count(lines, {"\"name\":\"guard_failure\""}) == s.guard_failures);
+    CHECK(count(lines, {"\"name\":\"deopt\""}) == s.deopts);
+    if (s.calls_by_tier[2] > 0) {  // with a tier 2: the last call missed its guard, naming the fact
+        CHECK(s.guard_failures >= 1);
+        CHECK(count(lines, {"\"name\":\"guard_failure\"", "== 8, got 5"}) >= 1);
+        CHECK(count(lines, {"\"backend\":\"llvm\""}) >= 1);
+    } else {
+        MESSAGE("no tier 2 in this build: guard failures are not exercised");
+    }
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("trace: an unwritable path is reported, not thrown") {
+    Options o;
+    o.trace_file = "/nonexistent-dir-for-kiln/trace.json";
+    CHECK_NOTHROW([&] {
+        Engine e(o);
+        Function f = e.load(trace("t", {arg("x", DType::f32, {4})}, [](const std::vector<Var>& in) {
+            return std::vector<Var>{in[0] * 2.0};
+        }));
+        f({Tensor::randn({4}, 1)});
+    }());
+}
