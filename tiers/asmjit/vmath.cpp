@@ -2,6 +2,7 @@
 // polynomial coefficients are the ones tier 2 inlines (tiers/llvm/codegen.cpp explains where
 // they come from and how accurate they are), so both tiers compute the same approximations.
 #include "tiers/asmjit/vmath.h"
+#include "tiers/vmath_coeffs.h"
 
 #include <cstddef>
 #include <limits>
@@ -9,20 +10,7 @@
 namespace kiln::tiers::asmjit_tier {
 namespace {
 
-constexpr float kExpP[] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
-                           4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
-constexpr float kLogP[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
-                           -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
-                           2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
-constexpr float kTanhP[] = {-5.70498872745E-3f, 2.06390887954E-2f, -5.37397155531E-2f, 1.33314422036E-1f,
-                            -3.33332819422E-1f};
-constexpr float kErfA[] = {7.8758750626854883e-5f, -0.00080168642871658695f, 0.005189087423433974f,
-                           -0.026854212010626412f, 0.11283594715160218f,     -0.37612626666720331f,
-                           1.1283791658483509f};
-constexpr float kErfB[] = {-0.032892208538434746f, 0.026034014634299878f, 0.0044559005637013935f,
-                           -0.026927345307460468f, 0.043242407102083356f, -0.046942296065290854f,
-                           0.023329452647164608f,  0.043766910221260762f, -0.17239474805220902f,
-                           0.38228377200157301f,   0.30595299227094106f};
+using namespace vmath;  // the coefficients (tiers/vmath_coeffs.h)
 
 template <std::size_t N> F horner(LaneOps& o, const float (&c)[N], F x) {
     F p = o.constant(c[0]);
