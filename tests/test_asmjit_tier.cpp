@@ -344,7 +344,7 @@ TEST_CASE("asmjit: integer ops wrap, divide by zero gives 0, INT_MIN / -1 wraps,
     check_int_ops<std::uint8_t>(DType::u8);
 }
 
-TEST_CASE("asmjit: booleans, logic on lanes, select and f32 <-> bool casts, at every width") {
+TEST_CASE("asmjit: booleans, logic on lanes, select and f32 to and from bool casts, at every width") {
     if (!tiers::asmjit_available()) return;
     // Scalar bytes: z = (a && !b) || (x > 2 ? a : b).
     {
