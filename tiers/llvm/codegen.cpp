@@ -509,21 +509,10 @@ private:
         Value* na = b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
         Value* e = f32 ? exp_f32(na) : libm("exp", na);
         Value* den = b_.CreateFAdd(fconst(ty, 1.0), e);
-        Value* r = f32 ? div_bounded(fconst(ty, 1.0), den) : b_.CreateFDiv(fconst(ty, 1.0), den);
+        // A true division: the divider runs beside the FMA pipes this code saturates (a
+        // reciprocal estimate + Newton step measured 8% slower on the elementwise chain).
+        Value* r = b_.CreateFDiv(fconst(ty, 1.0), den);
         return b_.CreateSelect(b_.CreateFCmpOGE(x, fconst(ty, 0.0)), r, b_.CreateFMul(e, r));
-    }
-
-    // num / den for an f32 den known to be finite and in [1, 2] (or NaN): the backend may use
-    // a reciprocal estimate refined by one Newton step (vrcp14ps + 2 FMAs instead of a
-    // division; within 1 ulp of the division's result on this range).
-    Value* div_bounded(Value* num, Value* den) {
-        llvm::FastMathFlags f;
-        f.setAllowContract(true);
-        f.setAllowReciprocal(true);
-        f.setNoInfs(true);
-        auto* d = llvm::cast<llvm::Instruction>(b_.CreateFDiv(num, den));
-        d->setFastMathFlags(f);
-        return d;
     }
 
     // 2^n for an i32 n in [-126, 127] as a float (bit construction).
@@ -582,7 +571,7 @@ private:
         // |x| >= 0.625: (1 - e) / (1 + e) with e = exp(-2|x|) in [0, 0.29], so the
         // denominator lies in [1, 2] (tanh(inf) = 1 falls out of e = 0).
         Value* e = exp_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)));
-        Value* large = div_bounded(b_.CreateFSub(fconst(ty, 1.0), e), b_.CreateFAdd(fconst(ty, 1.0), e));
+        Value* large = b_.CreateFDiv(b_.CreateFSub(fconst(ty, 1.0), e), b_.CreateFAdd(fconst(ty, 1.0), e));
         Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(ty, 0.625)), small, large);
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
     }
