@@ -13,6 +13,7 @@
 #include "src/kir/eval.h"
 #include "src/kir/lower.h"
 #include "src/passes/fuse.h"
+#include "tier_kernels.h"
 #include "tiers/asmjit/asmjit_tier.h"
 
 #include <kiln/kiln.h>
@@ -51,29 +52,12 @@ struct WidthScope {
     WidthScope& operator=(const WidthScope&) = delete;
 };
 
-std::shared_ptr<const CompiledKernel> compile_ok(const Kernel& k) {
-    auto r = tier().compile(k, {});
-    INFO("bailout: " << tiers::bailout_name(r.bailout) << " " << r.detail);
-    REQUIRE(r.bailout == Bailout::none);
-    REQUIRE(r.kernel != nullptr);
-    return r.kernel;
-}
+using tier_test::call;
+using tier_test::eval_map;
+using tier_test::map_kernel;
+using tier_test::ulp_diff;
 
-void call(const CompiledKernel& k, std::vector<void*> bufs, const std::vector<I64>& params, I64 begin, I64 end) {
-    k.entry()(bufs.data(), params.data(), begin, end);
-}
-
-// out[o] = f(in[o]) over a 1-D extent (param 0).
-Kernel map_kernel(DType in, DType out, const std::function<ExprRef(ExprRef)>& f) {
-    Kernel k;
-    k.name = "map";
-    k.buffers = {{"x", in, false}, {"y", out, true}};
-    k.params = {"n"};
-    k.param_sources = {{0, 0}};
-    k.extent = param(0);
-    k.body = {store(1, outer(), f(load(0, compute_type(in), outer())))};
-    return k;
-}
+std::shared_ptr<const CompiledKernel> compile_ok(const Kernel& k) { return tier_test::compile_ok(tier(), k); }
 
 // Runs a map kernel over `in` in chunks [0, 3), [3, n) (so vector loops start mid-buffer),
 // with guard elements after the output that must stay untouched.
@@ -88,42 +72,9 @@ template <class O, class T> std::vector<O> run_map(const CompiledKernel& ck, con
     return out;
 }
 
-template <class O, class T> std::vector<O> eval_map(const Kernel& k, const std::vector<T>& in) {
-    std::vector<O> out(in.size());
-    void* bufs[] = {const_cast<T*>(in.data()), out.data()};
-    const I64 n = static_cast<I64>(in.size());
-    kir::evaluate(k, bufs, &n, 0, n);
-    return out;
-}
-
-// Distance in units in the last place (0 when both are NaN or equal; signed zeros differ).
-template <class F> double ulp_diff(F a, F b) {
-    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1e30;
-    if (a == b) return std::signbit(a) == std::signbit(b) ? 0 : 1e30;
-    using U = std::conditional_t<sizeof(F) == 4, std::int32_t, std::int64_t>;
-    auto ord = [](F v) {
-        U i = std::bit_cast<U>(v);
-        return i < 0 ? static_cast<double>(std::numeric_limits<U>::min()) - static_cast<double>(i) : static_cast<double>(i);
-    };
-    return std::fabs(ord(a) - ord(b));
-}
-
-template <class C> std::vector<C> test_values() {
-    const C inf = std::numeric_limits<C>::infinity();
-    std::vector<C> v = {C(0), -C(0), inf, -inf, std::numeric_limits<C>::quiet_NaN(), std::numeric_limits<C>::denorm_min(),
-                        -std::numeric_limits<C>::denorm_min(), std::numeric_limits<C>::min(), C(1e-30), C(-1e-30),
-                        C(0.5), C(-0.5), C(1), C(-1), C(1.5), C(2.5), C(-2.5), C(3.5), C(0.624), C(0.626), C(0.99),
-                        C(1.01), C(3.9), C(4.1), C(10), C(-10), C(88), C(-88), C(89), C(-103), C(-104), C(100), C(-100),
-                        C(1e4), C(-1e4), C(1e6), C(1e9), C(-3e11), std::numeric_limits<C>::max(), std::numeric_limits<C>::lowest()};
-    std::mt19937 rng(1234);
-    std::uniform_real_distribution<double> wide(-30.0, 30.0), narrow(-2.0, 2.0);
-    for (int i = 0; i < 303; ++i) v.push_back(static_cast<C>(i % 2 ? wide(rng) : narrow(rng)));
-    return v;  // 343 values: not a multiple of 8 or 16
-}
-
-#define X(n) UnaryOp::n,
-constexpr UnaryOp kUnary[] = {KIR_UNARY_OPS(X)};
-#undef X
+// 343 values: not a multiple of 8 or 16.
+template <class C> std::vector<C> test_values() { return tier_test::test_values<C>(303); }
+constexpr const auto& kUnary = tier_test::kUnaryOps;
 
 bool exact_op(UnaryOp op) {
     return op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt || op == UnaryOp::rsqrt ||

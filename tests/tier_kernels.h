@@ -1,0 +1,94 @@
+#pragma once
+// Helpers shared by the tests of the compiling tiers (test_llvm_tier.cpp,
+// test_asmjit_tier.cpp): compiling a hand-built KIR kernel on a tier, a 1-D map kernel and
+// its reference on the KIR evaluator, the float values every unary op is checked on, and
+// the distance in ulps.
+#include <doctest/doctest.h>
+
+#include "src/kir/eval.h"
+#include "src/kir/kir.h"
+#include "tiers/tier.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::tier_test {
+
+using I64 = std::int64_t;
+
+// Compiles `k` on `tier`, requiring success (the bailout and the backend's message are shown otherwise).
+inline std::shared_ptr<const tiers::CompiledKernel> compile_ok(tiers::Tier& tier, const kir::Kernel& k,
+                                                               const kir::Specialization& s = {}) {
+    auto r = tier.compile(k, s);
+    INFO("bailout: " << tiers::bailout_name(r.bailout) << " " << r.detail);
+    REQUIRE(r.bailout == tiers::Bailout::none);
+    REQUIRE(r.kernel != nullptr);
+    return r.kernel;
+}
+
+inline void call(const tiers::CompiledKernel& k, std::vector<void*> bufs, const std::vector<I64>& params, I64 begin,
+                 I64 end) {
+    k.entry()(bufs.data(), params.data(), begin, end);
+}
+
+// out[o] = f(in[o]) over a 1-D extent (param 0).
+inline kir::Kernel map_kernel(DType in, DType out, const std::function<kir::ExprRef(kir::ExprRef)>& f) {
+    kir::Kernel k;
+    k.name = "map";
+    k.buffers = {{"x", in, false}, {"y", out, true}};
+    k.params = {"n"};
+    k.param_sources = {{0, 0}};
+    k.extent = kir::param(0);
+    k.body = {kir::store(1, kir::outer(), f(kir::load(0, kir::compute_type(in), kir::outer())))};
+    return k;
+}
+
+// The same kernel on the KIR evaluator (src/kir/eval.cpp), which computes with the
+// interpreter's formulas in the element type: the reference for the code generators.
+template <class O, class T> std::vector<O> eval_map(const kir::Kernel& k, const std::vector<T>& in) {
+    std::vector<O> out(in.size());
+    void* bufs[] = {const_cast<T*>(in.data()), out.data()};
+    const I64 n = static_cast<I64>(in.size());
+    kir::evaluate(k, bufs, &n, 0, n);
+    return out;
+}
+
+// Distance in units in the last place (0 when both are NaN or equal; signed zeros differ).
+template <class F> double ulp_diff(F a, F b) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1e30;
+    if (a == b) return std::signbit(a) == std::signbit(b) ? 0 : 1e30;
+    using U = std::conditional_t<sizeof(F) == 4, std::int32_t, std::int64_t>;
+    auto ord = [](F v) {
+        U i = std::bit_cast<U>(v);
+        return i < 0 ? static_cast<double>(std::numeric_limits<U>::min()) - static_cast<double>(i) : static_cast<double>(i);
+    };
+    return std::fabs(ord(a) - ord(b));
+}
+
+// Special values (zeros, infinities, NaN, subnormals, the edges of the approximations'
+// ranges) followed by `random` seeded values in [-30, 30] and [-2, 2].
+template <class C> std::vector<C> test_values(int random) {
+    const C inf = std::numeric_limits<C>::infinity();
+    std::vector<C> v = {C(0), -C(0), inf, -inf, std::numeric_limits<C>::quiet_NaN(), std::numeric_limits<C>::denorm_min(),
+                        -std::numeric_limits<C>::denorm_min(), std::numeric_limits<C>::min(), C(1e-30), C(-1e-30),
+                        C(0.5), C(-0.5), C(1), C(-1), C(1.5), C(2.5), C(-2.5), C(3.5), C(0.624), C(0.626), C(0.99),
+                        C(1.01), C(3.9), C(4.1), C(10), C(-10), C(88), C(-88), C(89), C(-103), C(-104), C(100), C(-100),
+                        C(1e4), C(-1e4), C(1e6), C(1e9), C(-3e11), std::numeric_limits<C>::max(), std::numeric_limits<C>::lowest()};
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<double> wide(-30.0, 30.0), narrow(-2.0, 2.0);
+    for (int i = 0; i < random; ++i) v.push_back(static_cast<C>(i % 2 ? wide(rng) : narrow(rng)));
+    return v;
+}
+
+#define X(n) kir::UnaryOp::n,
+inline constexpr kir::UnaryOp kUnaryOps[] = {KIR_UNARY_OPS(X)};
+#undef X
+
+}  // namespace kiln::tier_test
