@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures a build directory with the settings every script of the project shares
-# (Ninja, RelWithDebInfo, warnings as errors, tests, examples and benchmarks on), so that
+# (Ninja, RelWithDebInfo, warnings as errors, tests, examples and benchmarks on, every tier and
+# the ONNX importer required: a missing package fails here, not as silently skipped tests), so that
 # scripts/test.sh, scripts/quickstart.sh and scripts/bench.sh share one build/ instead of
 # rebuilding each other's.
 #   bash scripts/configure.sh BUILD_DIR [SANITIZERS]
@@ -24,4 +25,6 @@ cmake "${FRESH[@]}" -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
   -DKILN_BUILD_TESTS=ON \
   -DKILN_BUILD_EXAMPLES=ON \
   -DKILN_BUILD_BENCHMARKS=ON \
+  -DKILN_WITH_ASMJIT=ON \
+  -DKILN_WITH_ONNX=ON \
   "-DKILN_SANITIZE=$SANITIZE"

@@ -14,6 +14,7 @@ PACKAGES=(
   doctest-dev
   libasmjit-dev
   llvm-19-dev
+  libprotobuf-dev
   libonnx-dev
   libonnx-testdata
 )
