@@ -116,19 +116,23 @@ template <class C> void check_unary_ops(DType dt, int width) {
     }
 }
 
+// True (with the reason printed) on a host whose CPU cannot run tier-1 code.
+bool host_lacks_tier1() {
+    if (tiers::asmjit_available()) return false;
+    MESSAGE("skipped: the host has no AVX2/FMA, so tier 1 is unavailable");
+    return true;
+}
+
 }  // namespace
 
 TEST_CASE("asmjit: tier identity and host") {
-    if (!tiers::asmjit_available()) {
-        MESSAGE("skipped: the host has no AVX2/FMA");
-        return;
-    }
+    if (host_lacks_tier1()) return;
     CHECK(tier().level() == 1);
     CHECK(tier().name() == "asmjit");
 }
 
 TEST_CASE("asmjit: every unary op on f32 and f64 against the interpreter's formulas, at every width") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     for (int w : kWidths) {
         CAPTURE(w);
         WidthScope ws(w);
@@ -138,7 +142,7 @@ TEST_CASE("asmjit: every unary op on f32 and f64 against the interpreter's formu
 }
 
 TEST_CASE("asmjit: elementwise with a broadcast row, odd sizes, chunked outer ranges, zero extents") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     // y[o, j] = (a[o, j] + b[j]) * a[o, j] - max(a, b); rows = param 0, cols = param 1.
     Kernel k;
     k.name = "bcast";
@@ -182,7 +186,7 @@ TEST_CASE("asmjit: elementwise with a broadcast row, odd sizes, chunked outer ra
 }
 
 TEST_CASE("asmjit: float binary ops, max/min NaN propagation and signed zeros, comparisons, select") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     std::vector<float> xs = {1.0f, -2.0f, nan, 3.0f, nan, -0.0f, 0.0f, inf, -inf, 2.0f, 0.0f, -0.0f};
     std::vector<float> ys = {2.0f, -3.0f, 1.0f, nan, nan, 0.0f, -0.0f, inf, 5.0f, 10.0f, 0.0f, -0.0f};
@@ -288,7 +292,7 @@ template <class T> void check_int_ops(DType dt) {
 }  // namespace
 
 TEST_CASE("asmjit: integer ops wrap, divide by zero gives 0, INT_MIN / -1 wraps, comparisons") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     check_int_ops<std::int32_t>(DType::i32);
     check_int_ops<std::int64_t>(DType::i64);
     check_int_ops<std::int8_t>(DType::i8);
@@ -296,7 +300,7 @@ TEST_CASE("asmjit: integer ops wrap, divide by zero gives 0, INT_MIN / -1 wraps,
 }
 
 TEST_CASE("asmjit: booleans, logic on lanes, select and f32 to and from bool casts, at every width") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     // Scalar bytes: z = (a && !b) || (x > 2 ? a : b).
     {
         Kernel k;
@@ -342,7 +346,7 @@ TEST_CASE("asmjit: booleans, logic on lanes, select and f32 to and from bool cas
 }
 
 TEST_CASE("asmjit: casts saturate, truncate, wrap; NaN -> 0; -> bool is x != 0") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const std::vector<float> fs = {0.0f, -0.0f, 1.9f, -1.9f, 127.5f, 128.0f, -129.0f, 255.9f, 256.0f, -1.0f, nan,
                                    inf, -inf, 3e9f, -3e9f, 1e19f, -1e19f, 2147483520.0f, 0.3f, 9.3e18f, -9.3e18f};
@@ -384,7 +388,7 @@ TEST_CASE("asmjit: casts saturate, truncate, wrap; NaN -> 0; -> bool is x != 0")
 }
 
 TEST_CASE("asmjit: f16 and bf16 loads and stores are bit-exact with kiln::Half / kiln::BFloat16") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     std::vector<std::uint16_t> all(65536);
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
     for (DType dt : {DType::f16, DType::bf16}) {
@@ -435,7 +439,7 @@ Kernel softmax_kernel(DType dt) {
 }  // namespace
 
 TEST_CASE("asmjit: hand-built row softmax: accumulators in vector loops, NaN rows, f16 rows") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     for (int w : kWidths) {
         CAPTURE(w);
         WidthScope ws(w);
@@ -552,7 +556,7 @@ using Body = std::function<std::vector<Var>(const std::vector<Var>&)>;
 }  // namespace
 
 TEST_CASE("asmjit: lowered elementwise chain gelu_tanh(a*b+c)*sigmoid(a), flat and with a broadcast row") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const Body chain = [](const std::vector<Var>& in) -> std::vector<Var> {
         return {kiln::gelu(in[0] * in[1] + in[2], true) * kiln::sigmoid(in[0])};
     };
@@ -576,7 +580,7 @@ TEST_CASE("asmjit: lowered elementwise chain gelu_tanh(a*b+c)*sigmoid(a), flat a
 }
 
 TEST_CASE("asmjit: lowered row reductions (sum, mean, max, min, softmax, log_softmax, layer_norm, rms_norm, chains)") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const std::vector<std::pair<const char*, Body>> cases = {
         {"sum", [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::sum(in[0] * 2.0, -1)}; }},
         {"mean", [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::mean(in[0], -1, true) + 1.0}; }},
@@ -620,7 +624,7 @@ TEST_CASE("asmjit: lowered row reductions (sum, mean, max, min, softmax, log_sof
 }
 
 TEST_CASE("asmjit: row max/min and elementwise maximum/minimum propagate NaN") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int w : kWidths) {
         CAPTURE(w);
@@ -648,7 +652,7 @@ TEST_CASE("asmjit: row max/min and elementwise maximum/minimum propagate NaN") {
 }
 
 TEST_CASE("asmjit: random elementwise graphs with broadcasting (seeded)") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const std::uint64_t seed0 = 977;
     for (int round = 0; round < 24; ++round) {
         const std::uint64_t seed = seed0 + static_cast<std::uint64_t>(round);
@@ -693,7 +697,7 @@ TEST_CASE("asmjit: random elementwise graphs with broadcasting (seeded)") {
 }
 
 TEST_CASE("asmjit: bailouts are enumerated results, never exceptions") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     auto r1 = tier().compile(map_kernel(DType::i32, DType::i32, [](ExprRef x) { return unary(UnaryOp::exp, x); }), {});
     CHECK(r1.bailout == Bailout::unsupported_op);
     CHECK(r1.kernel == nullptr);
@@ -735,7 +739,7 @@ TEST_CASE("asmjit: bailouts are enumerated results, never exceptions") {
 }
 
 TEST_CASE("asmjit: dropping a kernel releases its code") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     const auto before = tiers::asmjit_code_stats();
     {
         auto a = compile_ok(softmax_kernel(DType::f32));
@@ -754,7 +758,7 @@ TEST_CASE("asmjit: dropping a kernel releases its code") {
 }
 
 TEST_CASE("asmjit: compiles from 4 threads at once") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     std::vector<std::thread> ts;
     std::vector<int> ok(4, 0);
     for (int t = 0; t < 4; ++t)
@@ -778,7 +782,7 @@ TEST_CASE("asmjit: compiles from 4 threads at once") {
 }
 
 TEST_CASE("asmjit: compile latency (measured, not asserted)") {
-    if (!tiers::asmjit_available()) return;
+    if (host_lacks_tier1()) return;
     std::vector<Kernel> ks;
     ks.push_back(softmax_kernel(DType::f32));
     ks.push_back(map_kernel(DType::f32, DType::f32, [](ExprRef x) {

@@ -75,13 +75,15 @@ TEST_CASE("trace: the events of a short run match the function's stats") {
     CHECK(count(lines, {"\"cat\":\"compile\"", "\"outcome\":\"compiled\""}) == s.compiles);
     CHECK(count(lines, {"\"name\":\"guard_failure\""}) == s.guard_failures);
     CHECK(count(lines, {"\"name\":\"deopt\""}) == s.deopts);
-    if (s.calls_by_tier[2] > 0) {  // with a tier 2: the last call missed its guard, naming the fact
-        CHECK(s.guard_failures >= 1);
-        CHECK(count(lines, {"\"name\":\"guard_failure\"", "== 8, got 5"}) >= 1);
-        CHECK(count(lines, {"\"backend\":\"llvm\""}) >= 1);
-    } else {
-        MESSAGE("no tier 2 in this build: guard failures are not exercised");
-    }
+#if defined(KILN_HAVE_LLVM)
+    // Tier 2 specialised on B = 8; the last call missed its guard, and the trace names the fact.
+    REQUIRE(s.calls_by_tier[2] > 0);
+    CHECK(s.guard_failures >= 1);
+    CHECK(count(lines, {"\"name\":\"guard_failure\"", "== 8, got 5"}) >= 1);
+    CHECK(count(lines, {"\"backend\":\"llvm\""}) >= 1);
+#else
+    MESSAGE("skipped part: no tier 2 (LLVM) in this build, so no guard failures to trace");
+#endif
     std::filesystem::remove(path);
 }
 
