@@ -69,8 +69,9 @@ F vtanh(LaneOps& o, F x) {
     F a = vabs(o, x);
     F z = o.mul(a, a);
     F small = o.fma(o.mul(a, z), horner(o, kTanhP, z), a);
-    F e = vexp(o, o.add(a, a));
-    F large = o.sub(o.constant(1.0f), o.div(o.constant(2.0f), o.add(e, o.constant(1.0f))));
+    // |x| >= 0.625: (1 - e) / (1 + e) with e = exp(-2|x|), as tier 2 computes it.
+    F e = vexp(o, vneg(o, o.add(a, a)));
+    F large = o.div(o.sub(o.constant(1.0f), e), o.add(o.constant(1.0f), e));
     F r = o.select(o.cmp(a, o.constant(0.625f), Cmp::lt_os), small, large);
     return vcopysign(o, r, x);
 }
