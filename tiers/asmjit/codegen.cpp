@@ -315,10 +315,6 @@ Cmp f32_pred(BinaryOp op) {
     }
 }
 
-bool is_cmp(BinaryOp op) {
-    return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le || op == BinaryOp::gt ||
-           op == BinaryOp::ge;
-}
 
 // ---- the kernel ----
 
@@ -497,9 +493,15 @@ private:
         cc_.cmp(L.i, n);
         cc_.jge(post);
         {
+            // rem = min(n - i, W): lanes past W are never live, and the 32-bit broadcast below
+            // stays exact however many elements remain (2^31 and more included).
             x86::Gp rem = cc_.newInt64();
+            x86::Gp w = cc_.newInt64();
             cc_.mov(rem, n);
             cc_.sub(rem, L.i);
+            cc_.mov(w, W);
+            cc_.cmp(rem, w);
+            cc_.cmovg(rem, w);
             F vr = o.fresh();
             if (vbytes_ == 64) {
                 cc_.vpbroadcastd(o.reg(vr), rem.r32());
@@ -840,7 +842,7 @@ private:
         case ExprKind::Unary: return int_unary(e.uop, t, gp(e.args[0]));
         case ExprKind::Binary: {
             const Type at = e.args[0]->type;
-            if (is_cmp(e.bop)) {
+            if (kir::is_comparison(e.bop)) {
                 if (at == Type::f32) return mask_to_bool(s_.mvec(s_.cmp(f32(e.args[0]), f32(e.args[1]), f32_pred(e.bop))));
                 if (at == Type::f64) {
                     x86::Xmm m = cc_.newXmm();
