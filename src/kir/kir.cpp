@@ -22,12 +22,12 @@ std::shared_ptr<Expr> make(ExprKind k, Type t) {
     e->type = t;
     return e;
 }
+}  // namespace
+
 bool is_comparison(BinaryOp op) {
     return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
            op == BinaryOp::gt || op == BinaryOp::ge;
 }
-}  // namespace
-
 std::string_view type_name(Type t) { return kTypeNames[static_cast<int>(t)]; }
 std::string_view op_name(UnaryOp op) { return kUnaryNames[static_cast<int>(op)]; }
 std::string_view op_name(BinaryOp op) { return kBinaryNames[static_cast<int>(op)]; }

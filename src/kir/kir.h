@@ -48,6 +48,7 @@ enum class BinaryOp : std::uint8_t {
 };
 std::string_view op_name(UnaryOp op);
 std::string_view op_name(BinaryOp op);
+bool is_comparison(BinaryOp op);  // eq, ne, lt, le, gt, ge: boolean results
 
 enum class ExprKind : std::uint8_t {
     Const,   // `f` (float types) or `i` (others)

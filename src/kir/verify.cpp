@@ -23,10 +23,6 @@ bool float_only(UnaryOp op) {
     return !(op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::relu || op == UnaryOp::sign ||
              op == UnaryOp::logical_not);
 }
-bool is_comparison(BinaryOp op) {
-    return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
-           op == BinaryOp::gt || op == BinaryOp::ge;
-}
 
 class Verifier {
 public:

@@ -19,10 +19,6 @@ using kir::UnaryOp;
 [[noreturn]] void fail(Bailout b, std::string msg) { throw Unsupported{b, std::move(msg)}; }
 [[noreturn]] void malformed(const std::string& what) { fail(Bailout::backend_error, "malformed kernel: " + what); }
 
-bool is_cmp(BinaryOp op) {
-    return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le || op == BinaryOp::gt ||
-           op == BinaryOp::ge;
-}
 std::string on(std::string_view op, Type t) { return std::string(op) + " on " + std::string(kir::type_name(t)); }
 
 // ---- what the scalar code generator handles (the interpreter's ops on its types) ----
@@ -122,8 +118,8 @@ private:
             expr(e->args[0], at);
             expr(e->args[1], at);
             const BinaryOp op = e->bop;
-            if (t != (is_cmp(op) ? Type::boolean : at)) malformed("binary result type");
-            bool ok = is_cmp(op);
+            if (t != (kir::is_comparison(op) ? Type::boolean : at)) malformed("binary result type");
+            bool ok = kir::is_comparison(op);
             if (at == Type::boolean) ok = ok || op == BinaryOp::logical_and || op == BinaryOp::logical_or;
             else if (kir::is_float(at)) ok = ok || (op != BinaryOp::logical_and && op != BinaryOp::logical_or);
             else ok = ok || op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul || op == BinaryOp::div ||
