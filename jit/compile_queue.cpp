@@ -12,13 +12,6 @@ void CompileQueue::Ticket::wait_idle() {
     cv_.wait(lock, [this] { return pending_ == 0; });
 }
 
-void CompileQueue::Ticket::cancel() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cancelled_ = true;
-    // Queued jobs see the flag and finish at once; running ones finish normally.
-    cv_.wait(lock, [this] { return pending_ == 0; });
-}
-
 std::size_t CompileQueue::Ticket::pending() const {
     std::lock_guard<std::mutex> lock(mu_);
     return pending_;
@@ -61,6 +54,26 @@ void CompileQueue::submit(const std::shared_ptr<Ticket>& owner, double priority,
         if (workers_.size() < threads_) workers_.emplace_back([this] { worker(); });
     }
     cv_.notify_one();
+}
+
+void CompileQueue::cancel(const std::shared_ptr<Ticket>& owner) {
+    std::size_t removed = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        {
+            std::lock_guard<std::mutex> olock(owner->mu_);
+            owner->cancelled_ = true;  // submits from now on are dropped
+        }
+        auto mine = std::remove_if(heap_.begin(), heap_.end(), [&](const Job& j) { return j.owner == owner; });
+        removed = static_cast<std::size_t>(heap_.end() - mine);
+        heap_.erase(mine, heap_.end());
+        std::make_heap(heap_.begin(), heap_.end(), [](const Job& a, const Job& b) { return before(a, b); });
+    }
+    std::unique_lock<std::mutex> lock(owner->mu_);
+    owner->pending_ -= removed;
+    // A job popped by a worker just before the flag was set sees it and returns at once;
+    // running ones finish normally.
+    owner->cv_.wait(lock, [&] { return owner->pending_ == 0; });
 }
 
 void CompileQueue::worker() {

@@ -22,9 +22,6 @@ public:
     public:
         // Blocks until every job of this owner submitted so far has finished.
         void wait_idle();
-        // Jobs not yet started are dropped; blocks until the running ones have finished.
-        // After it returns no job of this owner runs again.
-        void cancel();
         std::size_t pending() const;
 
     private:
@@ -43,6 +40,10 @@ public:
     std::shared_ptr<Ticket> new_ticket() { return std::make_shared<Ticket>(); }
     // Queues `job` for `owner`. Higher `priority` runs first; equal priorities run in order.
     void submit(const std::shared_ptr<Ticket>& owner, double priority, std::function<void()> job);
+    // Removes `owner`'s queued jobs and blocks until its running ones have finished (it never
+    // waits behind other owners' jobs). After it returns no job of this owner runs again, and
+    // later submits for it are dropped.
+    void cancel(const std::shared_ptr<Ticket>& owner);
     std::size_t threads() const { return threads_; }
 
 private:

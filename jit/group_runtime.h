@@ -54,11 +54,10 @@ public:
     int failures = 0;          // compile failures of this group
     bool blacklisted = false;  // too many failures: never tried again
     bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
-    // Tier 1: interpreted calls counted toward tier1_threshold; requested once (a generic
-    // version serves every shape); failed: the baseline cannot compile this group.
+    // Tier 1: interpreted calls counted toward tier1_threshold; requested once, whatever the
+    // outcome (a generic version serves every shape, and its bail-outs are deterministic).
     std::uint64_t interpreted_calls = 0;
     bool tier1_requested = false;
-    bool tier1_failed = false;
     int generic_compiles = 0;
     std::atomic<int> specializations{0};  // fully bound versions of this group
 

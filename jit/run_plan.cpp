@@ -42,12 +42,16 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
 
 void warmup_groups(TierManager& tm, const ShapePlan& sp) {
     std::vector<std::int64_t> params;
-    for (auto& grp : tm.groups()) {
-        if (!grp->kernel || has_empty_buffer(grp->group, sp)) continue;
-        group_params(*grp->kernel, grp->group, sp, params);
-        tm.ensure_compiled(*grp, params);
+    // Two rounds: a group whose request was skipped because a compile of it (for another
+    // signature) was in flight gets its own in the second.
+    for (int round = 0; round < 2; ++round) {
+        for (auto& grp : tm.groups()) {
+            if (!grp->kernel || has_empty_buffer(grp->group, sp)) continue;
+            group_params(*grp->kernel, grp->group, sp, params);
+            tm.ensure_compiled(*grp, params);
+        }
+        tm.wait_for_compiles();  // warmup compiles ahead: the next call finds the code
     }
-    tm.wait_for_compiles();  // warmup compiles ahead: the next call finds the code
 }
 
 namespace {
@@ -262,6 +266,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         if (g_.nodes[id].op == ir::Op::constant) s_.val[id] = &g_.nodes[id].value;
     const auto& step_of = tm_.step_of();
     int top = 0;
+    const bool jit = tm_.jit_enabled();  // without a compiling tier, groups go straight to the interpreter
     for (auto& grp : tm_.groups()) {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;
@@ -271,7 +276,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         int ran = 0;  // the tier the group ran on
         // Zero-size buffers run on the interpreter: it raises the errors the op owes
         // (e.g. max over an empty row) and costs nothing.
-        if (gr.kernel && !has_empty_buffer(group, sp_)) {
+        if (jit && gr.kernel && !has_empty_buffer(group, sp_)) {
             group_params(*gr.kernel, group, sp_, s_.params);
             planned = true;
             std::shared_ptr<const CodeSet> code = gr.code();

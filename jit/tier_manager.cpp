@@ -50,8 +50,10 @@ TierManager::TierManager(std::shared_ptr<const ir::Graph> graph, const Options& 
     for (auto o : graph_->outputs) last_use_[static_cast<std::size_t>(o)] = INT32_MAX;
 }
 
-TierManager::~TierManager() {
-    if (ticket_) ticket_->cancel();
+TierManager::~TierManager() { cancel_compiles(); }
+
+void TierManager::cancel_compiles() {
+    if (ticket_) tiers_.queue->cancel(ticket_);
 }
 
 void TierManager::wait_for_compiles() {
@@ -65,7 +67,7 @@ const CompiledVersion* TierManager::select(const CodeSet& code, const std::int64
 }
 
 void TierManager::note_call(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
-    if (!gr.kernel) return;
+    if (!gr.kernel || !jit_enabled()) return;
     bool t1 = false, t2 = false, generic = false;
     {
         std::lock_guard<std::mutex> lock(gr.mu);
@@ -164,7 +166,7 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
     tiers::CompileResult r = run_tier(*tiers_.tier1, gr, spec, true, &us);
     std::lock_guard<std::mutex> lock(gr.mu);
     if (!r.kernel) {
-        gr.tier1_failed = true;  // deterministic for a generic kernel: not retried
+        // Not retried: a generic kernel's bail-out is deterministic (tier1_requested stays set).
         support::log().info("{}: {} stays below tier 1 ({}: {})", graph_->name, gr.group.name,
                             tiers::bailout_name(r.bailout), r.detail);
         return;

@@ -36,7 +36,7 @@ struct TierCounters {
     std::atomic<std::uint64_t> compiles{0};
     std::atomic<std::uint64_t> compile_failures{0};
     std::atomic<std::uint64_t> compile_us{0};
-    std::array<std::atomic<std::uint64_t>, 8> bailouts{};  // by tiers::Bailout
+    std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};  // by tiers::Bailout
 };
 
 // The compiling tiers and the compile queue an engine gives its functions (any may be null).
@@ -52,7 +52,10 @@ void set_compile_delay_for_testing(std::chrono::milliseconds delay);
 class TierManager {
 public:
     TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, TierSet tiers);
-    ~TierManager();  // drops queued compiles of this function, waits for running ones
+    ~TierManager();  // cancel_compiles()
+    // Drops this function's queued compiles and waits for its running ones; no compile of it
+    // runs afterwards.
+    void cancel_compiles();
     TierManager(const TierManager&) = delete;
     TierManager& operator=(const TierManager&) = delete;
 

@@ -27,6 +27,11 @@ enum class Bailout : std::uint8_t {
     KILN_BAILOUTS(X)
 #undef X
 };
+inline constexpr std::size_t kNumBailouts = 0
+#define X(id, text) +1
+    KILN_BAILOUTS(X)
+#undef X
+    ;
 std::string_view bailout_name(Bailout b);
 std::string_view bailout_text(Bailout b);
 

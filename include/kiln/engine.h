@@ -80,10 +80,13 @@ public:
     // (count, rank, dtype, device, a static dim, or two uses of one symbol that disagree).
     std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
     // Runs one call into caller-owned outputs: each must be defined with the output's
-    // dtype, device and shape (it may be strided).
+    // dtype, device and shape (it may be strided). Arguments are checked before anything
+    // runs; an error raised while running (e.g. a gather index out of range) may leave the
+    // outputs partly written.
     void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
     // Prepares for these input shapes (one Shape per input) ahead of traffic: checks them,
-    // plans them, and compiles every group that a tier can compile for them (on this thread).
+    // plans them, and compiles every group that tier 2 can compile for them; returns when
+    // those compiles are done.
     void warmup(const std::vector<std::vector<Shape>>& shape_sets) const;
     // Returns when no compile for this function is queued or running.
     void wait_for_compiles() const;

@@ -39,6 +39,7 @@ FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o,
       tiers(g, o, std::move(tier_set)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
+    tiers.cancel_compiles();  // compiles that finish now still reach the retired totals
     if (retired) retired->add(stats());
 }
 
@@ -230,9 +231,7 @@ Function Engine::load(const Graph& graph) {
     const Options& o = impl_->options;
     auto dump = [&](const std::string& suffix, const std::string& text) {
         namespace fs = std::filesystem;
-        std::error_code ec;
-        fs::create_directories(o.dump_dir, ec);
-        fs::path p = fs::path(o.dump_dir) / (graph.name() + suffix);
+        fs::path p = fs::path(o.dump_dir) / (graph.name() + suffix);  // the engine created the folder
         std::ofstream out(p);
         if (out) out << text;
         else support::log().warn("KILN_DUMP: cannot write {}", p.string());
