@@ -7,8 +7,9 @@
 //   onnx_conformance [--data DIR] [--expect FILE] [--write-expect FILE] [--filter TEXT]
 //                    [--shard I/N] [--table] [--verbose]
 //
-// --expect FILE: lines "<test> <tier>" that passed before; exit status 1 when one of them
-// (in this shard) no longer passes. Exit 77 (skip) when DIR does not exist.
+// --expect FILE: lines "<test> <tier> [compiled]" that passed before (and ran compiled code
+// at that tier); exit status 1 when one of them (in this shard) no longer passes, or no
+// longer runs compiled code. Exit 77 (skip) when DIR does not exist.
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
 
@@ -421,10 +422,12 @@ int main(int argc, char** argv) {
     if (!args.write_expect.empty()) {
         std::ofstream out(args.write_expect);
         out << "# Node tests of ONNX's test data that passed, per tier (onnx_conformance --write-expect).\n"
-               "# The conformance test fails when one of them stops passing.\n";
+               "# The conformance test fails when one of them stops passing, or stops running compiled code (\"compiled\").\n";
         for (const auto& r : reports)
             for (std::size_t t = 0; t < kNumTiers; ++t)
-                if (r.tiers[t].outcome == Outcome::pass) out << r.name << " " << kTiers[t].name << "\n";
+                if (r.tiers[t].outcome == Outcome::pass)
+                    out << r.name << " " << kTiers[t].name << (kTiers[t].level > 0 && r.tiers[t].reached ? " compiled" : "")
+                        << "\n";
     }
     if (!args.expect.empty()) {
         std::ifstream in(args.expect);
@@ -434,20 +437,26 @@ int main(int argc, char** argv) {
         }
         std::map<std::string, const TestReport*> by_name;
         for (const auto& r : reports) by_name[r.name] = &r;
-        std::string name, tier;
         int regressions = 0;
         for (std::string l; std::getline(in, l);) {
             if (l.empty() || l[0] == '#') continue;
             std::istringstream ls(l);
-            ls >> name >> tier;
+            std::string name, tier, compiled;
+            ls >> name >> tier >> compiled;
             auto it = by_name.find(name);
             if (it == by_name.end()) continue;  // another shard's, or filtered out
-            for (std::size_t t = 0; t < kNumTiers; ++t)
-                if (tier == kTiers[t].name && it->second->tiers[t].outcome != Outcome::pass) {
-                    std::cout << "REGRESSION: " << name << " [" << tier << "] passed before, now: "
-                              << it->second->tiers[t].reason << "\n";
+            for (std::size_t t = 0; t < kNumTiers; ++t) {
+                if (tier != kTiers[t].name) continue;
+                const Result& res = it->second->tiers[t];
+                if (res.outcome != Outcome::pass) {
+                    std::cout << "REGRESSION: " << name << " [" << tier << "] passed before, now: " << res.reason << "\n";
+                    ++regressions;
+                } else if (compiled == "compiled" && !res.reached) {
+                    // It still passes, but on the interpreter: the tier stopped compiling it.
+                    std::cout << "REGRESSION: " << name << " [" << tier << "] ran compiled code before, now none\n";
                     ++regressions;
                 }
+            }
         }
         if (regressions > 0) status = 1;
     }
