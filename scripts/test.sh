@@ -48,7 +48,7 @@ case "$SANITIZE" in
     ;;
   thread)
     BUILD_DIR="$ROOT/build-tsan"
-    export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+    export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/tsan.supp}"
     CTEST_FILTER=(-R threads)
     ;;
   *)
