@@ -2,12 +2,13 @@
 //   - warm-up: the latency of each of the first calls of a fresh function (p50, p99, max)
 //     with background compilation (KILN_ASYNC_COMPILE=1) and with compiles on the calling
 //     thread (=0), and the call at which tier 2 is first used;
-//   - dispatch: ns per call of a one-add graph on f32[4] (f.run into caller outputs) with
-//     1 and 16 threads calling one Function at once;
+//   - dispatch: ns per call of a one-add graph (f.run into caller outputs) with 1 and 16
+//     threads calling one Function at once, on f32[4] (`dispatch`) and on f32[?n] called at
+//     n = 4 (`dispatch_sym`: the call also binds a symbol and profiles its value);
 //   - tier 1 against the interpreter and tier 2 through the Engine, on the elementwise chain
 //     and softmax(layer_norm) (each tier forced by its thresholds).
 //
-//   usage: jit_service [--quick]
+//   usage: jit_service [--quick] [--dispatch]   (--dispatch: only the dispatch lines, 2 s each)
 // Prints `RESULT name=... ...` lines and a short table.
 #include "bench_util.h"
 
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,12 +63,13 @@ void warmup_latency(bool async, int calls) {
     f.wait_for_compiles();
 }
 
-void dispatch(int threads, double seconds) {
+void dispatch(int threads, double seconds, bool symbolic) {
     kiln::Options o = kiln::Options::from_env();
     o.tier1_threshold = 1;
     o.tier2_threshold = 2;
     kiln::Engine e(o);
-    kiln::Function f = e.load(kiln::trace("tiny", {kiln::arg("x", kiln::DType::f32, {4})},
+    const kiln::Dim len = symbolic ? kiln::dyn("n") : kiln::Dim(4);
+    kiln::Function f = e.load(kiln::trace("tiny", {kiln::arg("x", kiln::DType::f32, {len})},
                                           [](const std::vector<Var>& in) { return std::vector<Var>{in[0] + in[0]}; }));
     Tensor x = Tensor::randn({4}, 1);
     for (int i = 0; i < 10; ++i) f({x});
@@ -98,8 +101,8 @@ void dispatch(int threads, double seconds) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     // Per-call cost in CPU time: wall time x busy cores / calls.
     const double busy = static_cast<double>(std::min<unsigned>(cores, static_cast<unsigned>(threads)));
-    std::printf("RESULT name=dispatch impl=kiln threads=%d cores=%u calls=%llu ns_per_call_cpu=%.1f calls_per_s=%.3g tier=%d\n",
-                threads, cores, static_cast<unsigned long long>(total), ms * 1e6 * busy / static_cast<double>(total),
+    std::printf("RESULT name=%s impl=kiln threads=%d cores=%u calls=%llu ns_per_call_cpu=%.1f calls_per_s=%.3g tier=%d\n",
+                symbolic ? "dispatch_sym" : "dispatch", threads, cores, static_cast<unsigned long long>(total), ms * 1e6 * busy / static_cast<double>(total),
                 static_cast<double>(total) / (ms / 1000.0), f.stats().calls_by_tier[2] > 0 ? 2 : 0);
 }
 
@@ -134,12 +137,22 @@ void tier_speed(const char* name, const kiln::Graph& g, const std::vector<Tensor
 }  // namespace
 
 int main(int argc, char** argv) try {
-    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    bool quick = false, dispatch_only = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (std::strcmp(argv[i], "--dispatch") == 0) dispatch_only = true;
+        else throw std::runtime_error(std::string("unknown argument '") + argv[i] + "'; expected --quick or --dispatch");
+    }
     std::printf("# jit_service: %s\n", kiln::Options::from_env().to_string().c_str());
+    if (dispatch_only) {
+        for (bool sym : {false, true})
+            for (int threads : {1, 16}) dispatch(threads, 2.0, sym);
+        return 0;
+    }
     warmup_latency(true, quick ? 100 : 300);
     warmup_latency(false, quick ? 100 : 300);
-    dispatch(1, quick ? 0.3 : 1.0);
-    dispatch(16, quick ? 0.3 : 1.0);
+    for (bool sym : {false, true})
+        for (int threads : {1, 16}) dispatch(threads, quick ? 0.3 : 1.0, sym);
     {
         const std::int64_t n = quick ? (1 << 20) : (1 << 22);
         Tensor a = Tensor::randn({n}, 1), b = Tensor::randn({n}, 2), c = Tensor::randn({n}, 3);
