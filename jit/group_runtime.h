@@ -3,6 +3,7 @@
 // load), the compiled versions published so far (an immutable CodeSet swapped atomically,
 // so a running call keeps the versions it loaded alive), and the counters the tier-up
 // policy (jit/tier_manager.h) reads.
+#include "jit/code_cache.h"
 #include "jit/guard.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
@@ -22,6 +23,7 @@ struct CompiledVersion {
     kir::Specialization spec;
     Guard guard;
     std::shared_ptr<const tiers::CompiledKernel> code;
+    std::shared_ptr<CodeEntry> entry;  // its place in the engine's code cache (jit/code_cache.h)
     int tier = 2;
     bool generic = false;  // leaves some params as run-time arguments
 };
@@ -30,7 +32,7 @@ struct CodeSet {
     std::vector<CompiledVersion> versions;  // tier-2 specialisations, tier-2 generic versions, the tier-1 version
 };
 
-class GroupRuntime {
+class GroupRuntime : public std::enable_shared_from_this<GroupRuntime> {
 public:
     GroupRuntime(const ir::Graph& g, passes::Group group);
 
@@ -47,6 +49,13 @@ public:
     std::atomic<std::uint64_t> ns{0};
     std::atomic<std::uint64_t> guard_failures{0};
     std::atomic<std::uint64_t> deopts{0};
+    std::atomic<std::uint64_t> evictions{0};  // versions the code cache took out
+
+    // The kernel printed without names (jit/code_cache.h: normalised_kir), made once.
+    const std::string& kir_text() const {
+        std::call_once(kir_once_, [this] { kir_text_ = normalised_kir(*kernel); });
+        return kir_text_;
+    }
 
     // Tier-up bookkeeping, under `mu`.
     std::mutex mu;
@@ -59,9 +68,15 @@ public:
     std::uint64_t interpreted_calls = 0;
     bool tier1_requested = false;
     int generic_compiles = 0;
+    // Each eviction of this group's code doubles the calls it needs before compiling again
+    // (up to kMaxBackoff), so a cache too small for the traffic cannot cause a compile storm.
+    std::uint64_t backoff = 1;
+    static constexpr std::uint64_t kMaxBackoff = 1024;
     std::atomic<int> specializations{0};  // fully bound versions of this group
 
 private:
+    mutable std::once_flag kir_once_;
+    mutable std::string kir_text_;
     std::atomic<std::shared_ptr<const CodeSet>> code_{std::make_shared<const CodeSet>()};
 };
 

@@ -23,6 +23,12 @@ constexpr int kMaxFailures = 3;
 constexpr std::uint64_t kCompileBudgetUs = 10'000'000;
 
 std::atomic<std::int64_t> g_compile_delay_ms{0};
+
+// threshold * backoff, saturating (a threshold may be "never": INT64_MAX).
+std::uint64_t scaled(std::int64_t threshold, std::uint64_t backoff) {
+    const auto t = static_cast<std::uint64_t>(threshold);
+    return t > UINT64_MAX / backoff ? UINT64_MAX : t * backoff;
+}
 }  // namespace
 
 void set_compile_delay_for_testing(std::chrono::milliseconds delay) { g_compile_delay_ms.store(delay.count()); }
@@ -35,7 +41,8 @@ GroupRuntime::GroupRuntime(const ir::Graph& g, passes::Group grp) : group(std::m
 TierManager::TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, TierSet tiers)
     : graph_(std::move(graph)), options_(options), tiers_(std::move(tiers)), partition_(passes::partition(*graph_)) {
     if (tiers_.queue && options_.async_compile) ticket_ = tiers_.queue->new_ticket();
-    for (const auto& grp : partition_.groups) groups_.push_back(std::make_unique<GroupRuntime>(*graph_, grp));
+    if (!tiers_.cache) tiers_.cache = std::make_shared<CodeCache>(0);
+    for (const auto& grp : partition_.groups) groups_.push_back(std::make_shared<GroupRuntime>(*graph_, grp));
     const auto& nodes = graph_->nodes;
     step_of_.assign(nodes.size(), -1);
     last_use_.assign(nodes.size(), -1);
@@ -62,8 +69,49 @@ void TierManager::wait_for_compiles() {
 
 const CompiledVersion* TierManager::select(const CodeSet& code, const std::int64_t* params) {
     for (const auto& v : code.versions)
-        if (v.guard.check(params)) return &v;
+        if (v.guard.check(params)) {
+            if (v.entry) v.entry->touch();
+            return &v;
+        }
     return nullptr;
+}
+
+void TierManager::drop(std::vector<Evicted>& evicted) {
+    for (Evicted& ev : evicted) {
+        const CodeEntry* e = ev.entry.get();
+        for (const auto& w : ev.users) {
+            std::shared_ptr<GroupRuntime> gr = w.lock();
+            if (!gr) continue;
+            std::lock_guard<std::mutex> lock(gr->mu);
+            auto next = std::make_shared<CodeSet>(*gr->code());
+            std::uint64_t dropped = 0;
+            for (const CompiledVersion& v : next->versions) {
+                if (v.entry.get() != e) continue;
+                ++dropped;
+                if (v.tier < 2) {  // tier 1 comes back after another threshold of interpreted calls
+                    gr->tier1_requested = false;
+                    gr->interpreted_calls = 0;
+                } else if (v.generic) {
+                    --gr->generic_compiles;
+                } else {
+                    gr->specializations.fetch_sub(1, std::memory_order_relaxed);
+                    std::vector<std::int64_t> sig;
+                    for (const auto& p : v.spec.params) sig.push_back(p.value_or(0));
+                    gr->signature_calls.erase(sig);  // another threshold of calls before it is compiled again
+                }
+            }
+            if (!dropped) continue;
+            gr->backoff = std::min(gr->backoff * 2, GroupRuntime::kMaxBackoff);
+            std::erase_if(next->versions, [&](const CompiledVersion& v) { return v.entry.get() == e; });
+            gr->publish(std::move(next));
+            gr->evictions.fetch_add(dropped, std::memory_order_relaxed);
+            if (auto* tr = trace())
+                tr->instant("cache", "evict", "\"group\":\"" + profiling::Trace::escape(gr->group.name) +
+                                                  "\",\"tier\":" + std::to_string(e->tier) +
+                                                  ",\"bytes\":" + std::to_string(e->bytes));
+        }
+    }
+    evicted.clear();
 }
 
 void TierManager::note_call(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
@@ -72,14 +120,14 @@ void TierManager::note_call(GroupRuntime& gr, const std::vector<std::int64_t>& p
     {
         std::lock_guard<std::mutex> lock(gr.mu);
         if (tiers_.tier1 && ran_tier == 0 && !gr.tier1_requested &&
-            ++gr.interpreted_calls >= static_cast<std::uint64_t>(options_.tier1_threshold)) {
+            ++gr.interpreted_calls >= scaled(options_.tier1_threshold, gr.backoff)) {
             gr.tier1_requested = t1 = true;
         }
         if (tiers_.tier2 && !gr.blacklisted && !gr.compiling) {
             auto it = gr.signature_calls.find(params);
             if (it == gr.signature_calls.end() && gr.signature_calls.size() < kMaxTrackedSignatures)
                 it = gr.signature_calls.emplace(params, 0).first;
-            if (it != gr.signature_calls.end() && ++it->second >= static_cast<std::uint64_t>(options_.tier2_threshold)) {
+            if (it != gr.signature_calls.end() && ++it->second >= scaled(options_.tier2_threshold, gr.backoff)) {
                 bool room = gr.specializations.load(std::memory_order_relaxed) < options_.max_specializations;
                 generic = !room || gr.signature_calls.size() > kDistinctBeforeGeneric;
                 if (!generic || gr.generic_compiles < 2) gr.compiling = t2 = true;  // else nothing more to try
@@ -120,16 +168,63 @@ void TierManager::submit(GroupRuntime& gr, double boost, std::function<void()> j
 }
 
 void TierManager::request_tier1(GroupRuntime& gr) {
-    submit(gr, 1.0, [this, &gr] { compile_tier1(gr); });
+    submit(gr, 1.0, [this, g = gr.shared_from_this()] { compile_tier1(*g); });
 }
 
 void TierManager::request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
-    submit(gr, 0.0, [this, &gr, params, generic] { compile_tier2(gr, params, generic); });
+    submit(gr, 0.0, [this, g = gr.shared_from_this(), params, generic] { compile_tier2(*g, params, generic); });
 }
 
-tiers::CompileResult TierManager::run_tier(tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
-                                           bool generic, std::uint64_t* us) {
-    auto t0 = std::chrono::steady_clock::now();
+void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
+                                bool generic, std::chrono::steady_clock::time_point t0, const char* outcome,
+                                const char* cache) {
+    auto* tr = trace();
+    if (!tr) return;
+    std::string bound;
+    for (std::size_t p = 0; p < spec.params.size(); ++p)
+        if (spec.params[p]) bound += (bound.empty() ? "" : ",") + gr.kernel->params[p] + "=" + std::to_string(*spec.params[p]);
+    tr->complete("compile", graph_->name + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0,
+                 std::chrono::steady_clock::now(),
+                 "\"backend\":\"" + std::string(tier.name()) + "\",\"tier\":" + std::to_string(tier.level()) +
+                     ",\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\",\"generic\":" +
+                     (generic ? "true" : "false") + ",\"bound\":\"" + profiling::Trace::escape(bound) +
+                     "\",\"outcome\":\"" + outcome + "\",\"cache\":\"" + cache + "\"");
+}
+
+TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, const kir::Specialization& spec,
+                                          bool generic, std::vector<Evicted>* evicted) {
+    Obtained o;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed_us = [&] {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    };
+    const std::string key = code_key(tier, gr.kir_text(), spec);
+    const std::shared_ptr<GroupRuntime> self = gr.shared_from_this();
+    // 1. Code another group of this engine already has.
+    if ((o.entry = tiers_.cache->find(key, self))) {
+        counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
+        trace_compile(tier, gr, spec, generic, t0, "compiled", "hit");
+        return o;
+    }
+    // 2. Code an earlier process left in KILN_CACHE_DIR.
+    DiskCache* disk = tiers_.disk.get();
+    if (disk) {
+        if (auto stored = disk->load(key)) {
+            tiers::CompileResult r = tier.load(stored->object, stored->symbol);
+            if (r.kernel) {
+                o.us = elapsed_us();
+                counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
+                o.entry = tiers_.cache->insert(key, std::move(r.kernel), tier.level(), self, evicted);
+                trace_compile(tier, gr, spec, generic, t0, "compiled", "disk");
+                return o;
+            }
+            if (r.bailout != tiers::Bailout::unavailable) disk->reject(key, "the tier cannot load it: " + r.detail);
+        }
+    }
+    // 3. A compile.
+    if (auto ms = g_compile_delay_ms.load(); ms > 0 && tier.level() >= 2)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     tiers::CompileResult r;
     try {
         r = tier.compile(*gr.kernel, spec);
@@ -138,43 +233,48 @@ tiers::CompileResult TierManager::run_tier(tiers::Tier& tier, const GroupRuntime
         r.bailout = tiers::Bailout::backend_error;
         r.detail = e.what();
     }
-    const auto t1 = std::chrono::steady_clock::now();
-    *us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
-    if (auto* tr = trace()) {
-        std::string bound;
-        for (std::size_t p = 0; p < spec.params.size(); ++p)
-            if (spec.params[p]) bound += (bound.empty() ? "" : ",") + gr.kernel->params[p] + "=" + std::to_string(*spec.params[p]);
-        tr->complete("compile", graph_->name + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0, t1,
-                     "\"backend\":\"" + std::string(tier.name()) + "\",\"tier\":" + std::to_string(tier.level()) +
-                         ",\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\",\"generic\":" +
-                         (generic ? "true" : "false") + ",\"bound\":\"" + profiling::Trace::escape(bound) +
-                         "\",\"outcome\":\"" + (r.kernel ? std::string("compiled") : std::string(tiers::bailout_name(r.bailout))) +
-                         "\",\"cache\":\"miss\"");
-    }
-    counters_.compile_us.fetch_add(*us, std::memory_order_relaxed);
+    o.compiled = true;
+    o.us = elapsed_us();
+    trace_compile(tier, gr, spec, generic, t0, r.kernel ? "compiled" : tiers::bailout_name(r.bailout).data(), "miss");
+    counters_.compile_us.fetch_add(o.us, std::memory_order_relaxed);
     counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
     if (r.kernel) counters_.compiles.fetch_add(1, std::memory_order_relaxed);
     else counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
-    return r;
+    if (r.kernel) {
+        if (disk && !r.object.empty()) disk->store(key, DiskEntry{std::move(r.object), std::move(r.symbol)});
+        o.entry = tiers_.cache->insert(key, std::move(r.kernel), tier.level(), self, evicted);
+    }
+    o.result = std::move(r);
+    return o;
 }
 
 void TierManager::compile_tier1(GroupRuntime& gr) {
     const kir::Kernel& k = *gr.kernel;
     kir::Specialization spec;
     spec.params.resize(k.params.size());  // nothing bound: one version serves every shape
-    std::uint64_t us = 0;
-    tiers::CompileResult r = run_tier(*tiers_.tier1, gr, spec, true, &us);
-    std::lock_guard<std::mutex> lock(gr.mu);
-    if (!r.kernel) {
-        // Not retried: a generic kernel's bail-out is deterministic (tier1_requested stays set).
-        support::log().info("{}: {} stays below tier 1 ({}: {})", graph_->name, gr.group.name,
-                            tiers::bailout_name(r.bailout), r.detail);
-        return;
+    std::vector<Evicted> evicted;
+    Obtained o = obtain(*tiers_.tier1, gr, spec, true, &evicted);
+    {
+        std::lock_guard<std::mutex> lock(gr.mu);
+        if (!o.entry) {
+            // Not retried: a generic kernel's bail-out is deterministic (tier1_requested stays set).
+            support::log().info("{}: {} stays below tier 1 ({}: {})", graph_->name, gr.group.name,
+                                tiers::bailout_name(o.result.bailout), o.result.detail);
+            return;
+        }
+        // Code evicted since it was found is not published (the cache no longer accounts it).
+        if (o.entry->resident.load(std::memory_order_acquire)) {
+            auto next = std::make_shared<CodeSet>(*gr.code());
+            next->versions.push_back(
+                CompiledVersion{std::move(spec), Guard{}, o.entry->code, o.entry, tiers_.tier1->level(), true});
+            gr.publish(std::move(next));
+            support::log().info("{}: {} -> tier {} ({} us)", graph_->name, gr.group.name, tiers_.tier1->level(), o.us);
+        } else {
+            gr.tier1_requested = false;
+            gr.interpreted_calls = 0;
+        }
     }
-    auto next = std::make_shared<CodeSet>(*gr.code());
-    next->versions.push_back(CompiledVersion{std::move(spec), Guard{}, std::move(r.kernel), tiers_.tier1->level(), true});
-    gr.publish(std::move(next));
-    support::log().info("{}: {} -> tier {} ({} us)", graph_->name, gr.group.name, tiers_.tier1->level(), us);
+    drop(evicted);
 }
 
 void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
@@ -198,37 +298,40 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
             }
         }
     }
-    if (auto ms = g_compile_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    std::uint64_t us = 0;
-    tiers::CompileResult r = run_tier(*tiers_.tier2, gr, spec, generic, &us);
-    const bool slow = r.kernel && us > kCompileBudgetUs;
+    std::vector<Evicted> evicted;
+    Obtained o = obtain(*tiers_.tier2, gr, spec, generic, &evicted);
+    const bool slow = o.entry && o.compiled && o.us > kCompileBudgetUs;
     if (slow) counters_.bailouts[static_cast<std::size_t>(tiers::Bailout::timeout)].fetch_add(1, std::memory_order_relaxed);
-
-    std::lock_guard<std::mutex> lock(gr.mu);
-    gr.compiling = false;
-    if (!r.kernel || slow) {
-        if (++gr.failures >= kMaxFailures) gr.blacklisted = true;
-        support::log().info("{}: {} compile {} ({}: {}){}", graph_->name, gr.group.name, slow ? "over budget" : "failed",
-                            tiers::bailout_name(slow ? tiers::Bailout::timeout : r.bailout), r.detail,
-                            gr.blacklisted ? "; blacklisted" : "");
-        // Back off: the signature counts start again, so the next try needs another threshold of calls.
-        gr.signature_calls.clear();
-        if (!r.kernel) return;
+    {
+        std::lock_guard<std::mutex> lock(gr.mu);
+        gr.compiling = false;
+        if (!o.entry || slow) {
+            if (++gr.failures >= kMaxFailures) gr.blacklisted = true;
+            support::log().info("{}: {} compile {} ({}: {}){}", graph_->name, gr.group.name, slow ? "over budget" : "failed",
+                                tiers::bailout_name(slow ? tiers::Bailout::timeout : o.result.bailout), o.result.detail,
+                                gr.blacklisted ? "; blacklisted" : "");
+            // Back off: the signature counts start again, so the next try needs another threshold of calls.
+            gr.signature_calls.clear();
+        }
+        if (o.entry && o.entry->resident.load(std::memory_order_acquire)) {
+            auto next = std::make_shared<CodeSet>(*gr.code());
+            CompiledVersion v{std::move(spec), std::move(guard), o.entry->code, o.entry, tiers_.tier2->level(), generic};
+            auto first_lower = std::find_if(next->versions.begin(), next->versions.end(),
+                                            [&](const CompiledVersion& c) { return c.tier < v.tier; });
+            if (generic) {
+                ++gr.generic_compiles;
+                next->versions.insert(first_lower, std::move(v));  // after the specialisations, before tier 1
+            } else {
+                gr.specializations.fetch_add(1, std::memory_order_relaxed);
+                next->versions.insert(next->versions.begin(), std::move(v));
+            }
+            gr.publish(std::move(next));
+            support::log().info("{}: {} -> tier {} ({}, {} us{})", graph_->name, gr.group.name, tiers_.tier2->level(),
+                                generic ? "generic" : "specialised", o.us,
+                                o.compiled ? "" : ", from a cache");
+        }
     }
-    auto next = std::make_shared<CodeSet>(*gr.code());
-    CompiledVersion v{std::move(spec), std::move(guard), std::move(r.kernel), tiers_.tier2->level(), generic};
-    auto first_lower = std::find_if(next->versions.begin(), next->versions.end(),
-                                    [&](const CompiledVersion& c) { return c.tier < v.tier; });
-    if (generic) {
-        ++gr.generic_compiles;
-        next->versions.insert(first_lower, std::move(v));  // after the specialisations, before tier 1
-    } else {
-        gr.specializations.fetch_add(1, std::memory_order_relaxed);
-        next->versions.insert(next->versions.begin(), std::move(v));
-    }
-    gr.publish(std::move(next));
-    support::log().info("{}: {} -> tier {} ({}, {} us)", graph_->name, gr.group.name, tiers_.tier2->level(),
-                        generic ? "generic" : "specialised", us);
+    drop(evicted);
 }
 
 }  // namespace kiln::jit

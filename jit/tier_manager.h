@@ -18,7 +18,9 @@
 // published. Jobs are ordered by the group's share of its function's time (hot groups
 // first) and tier-1 jobs before tier-2 ones. One compile per group and tier is in flight at
 // a time (identical requests are made once).
+#include "jit/code_cache.h"
 #include "jit/compile_queue.h"
+#include "jit/disk_cache.h"
 #include "jit/group_runtime.h"
 #include "profiling/trace.h"
 
@@ -36,6 +38,8 @@ struct TierCounters {
     std::atomic<std::uint64_t> compiles{0};
     std::atomic<std::uint64_t> compile_failures{0};
     std::atomic<std::uint64_t> compile_us{0};
+    std::atomic<std::uint64_t> cache_hits{0};  // code found in the engine's code cache
+    std::atomic<std::uint64_t> disk_hits{0};   // code loaded from the persistent cache
     std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};  // by tiers::Bailout
 };
 
@@ -44,6 +48,8 @@ struct TierSet {
     std::shared_ptr<tiers::Tier> tier1, tier2;
     std::shared_ptr<CompileQueue> queue;
     std::shared_ptr<profiling::Trace> trace;  // KILN_TRACE: compiles are recorded here
+    std::shared_ptr<CodeCache> cache;         // the engine's code cache (null: a private unbounded one)
+    std::shared_ptr<DiskCache> disk;          // KILN_CACHE_DIR (null: none)
 };
 
 // Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.
@@ -60,8 +66,8 @@ public:
     TierManager& operator=(const TierManager&) = delete;
 
     const passes::Partition& partition() const { return partition_; }
-    std::vector<std::unique_ptr<GroupRuntime>>& groups() { return groups_; }
-    const std::vector<std::unique_ptr<GroupRuntime>>& groups() const { return groups_; }
+    std::vector<std::shared_ptr<GroupRuntime>>& groups() { return groups_; }
+    const std::vector<std::shared_ptr<GroupRuntime>>& groups() const { return groups_; }
     const TierCounters& counters() const { return counters_; }
     // Execution order: step of each node (groups in order, nodes in group order), and per
     // value the last step that reads it (-1: none; INT32_MAX: a graph output).
@@ -73,8 +79,13 @@ public:
     void wait_for_compiles();
 
     // The version whose guard passes for these params, or null (then the caller counts a
-    // guard failure when versions existed, and runs the group on the interpreter).
+    // guard failure when versions existed, and runs the group on the interpreter). Touches
+    // the chosen version's cache entry (recency for the LRU bound).
     static const CompiledVersion* select(const CodeSet& code, const std::int64_t* params);
+    // Takes evicted code out of the groups that published it and resets their tier-up
+    // state for it (a dropped specialisation needs another threshold of calls to come back).
+    // Call holding no group lock.
+    void drop(std::vector<Evicted>& evicted);
 
     // Called after a group ran below tier 2 (`ran_tier`: 0 the interpreter, 1 the baseline)
     // with these params: counts the call and the signature and requests compiles when the
@@ -90,15 +101,25 @@ private:
     void submit(GroupRuntime& gr, double boost, std::function<void()> job);
     void compile_tier1(GroupRuntime& gr);
     void compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
-    tiers::CompileResult run_tier(tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
-                                  bool generic, std::uint64_t* us);
+    // Code for `gr` at `spec` from `tier`: from the engine's code cache, the persistent
+    // cache (tiers that can load objects), or a compile (timed, counted, traced).
+    struct Obtained {
+        std::shared_ptr<CodeEntry> entry;  // null: no code (result says why)
+        tiers::CompileResult result;
+        std::uint64_t us = 0;              // time spent compiling or loading
+        bool compiled = false;             // a compile ran
+    };
+    Obtained obtain(tiers::Tier& tier, GroupRuntime& gr, const kir::Specialization& spec, bool generic,
+                    std::vector<Evicted>* evicted);
+    void trace_compile(const tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec, bool generic,
+                       std::chrono::steady_clock::time_point t0, const char* outcome, const char* cache);
 
     std::shared_ptr<const ir::Graph> graph_;
     Options options_;
     TierSet tiers_;
     std::shared_ptr<CompileQueue::Ticket> ticket_;
     passes::Partition partition_;
-    std::vector<std::unique_ptr<GroupRuntime>> groups_;
+    std::vector<std::shared_ptr<GroupRuntime>> groups_;
     TierCounters counters_;
     std::vector<std::int32_t> step_of_, last_use_;
 };

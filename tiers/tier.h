@@ -51,6 +51,10 @@ struct CompileResult {
     Bailout bailout = Bailout::none;
     std::string detail;                            // backend message, for logs
     double compile_ms = 0.0;
+    // Tiers that can persist code (Tier::load) also return the relocatable object file of
+    // the kernel and the symbol of its entry point; empty otherwise.
+    std::string object;
+    std::string symbol;
 };
 
 class Tier {
@@ -60,6 +64,21 @@ public:
     virtual std::string_view name() const = 0;   // "llvm", "asmjit", ...
     // Thread-safe. Never throws for a kernel it cannot handle: returns a bailout.
     virtual CompileResult compile(const kir::Kernel& kernel, const kir::Specialization& spec) = 0;
+    // Everything besides the kernel and its specialisation that the code compile() returns
+    // now depends on: backend version, target CPU and features, code generation settings.
+    // Part of the key under which code is shared within a process and across processes.
+    virtual std::string fingerprint() const = 0;
+    // Loads code an earlier compile() returned as `object` (maybe in another process with
+    // the same fingerprint). Tiers that cannot persist code return Bailout::unavailable.
+    // Thread-safe; never throws.
+    virtual CompileResult load(std::string_view object, const std::string& symbol) {
+        (void)object;
+        (void)symbol;
+        CompileResult r;
+        r.bailout = Bailout::unavailable;
+        r.detail = "this tier does not load persisted code";
+        return r;
+    }
 };
 
 }  // namespace kiln::tiers

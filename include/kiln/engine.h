@@ -47,6 +47,9 @@ struct FunctionStats {
     std::uint64_t guard_failures = 0;
     std::uint64_t deopts = 0;
     std::uint64_t specializations = 0;  // shape specialisations held (the most any group holds)
+    std::uint64_t code_cache_hits = 0;        // code found compiled by another group of the engine
+    std::uint64_t persistent_cache_hits = 0;  // code loaded from KILN_CACHE_DIR instead of compiled
+    std::uint64_t evictions = 0;              // compiled versions the code cache's bound took away
     std::map<std::string, std::uint64_t> bailouts;  // compile outcomes other than success, by reason
     std::vector<ShapeSignatureCount> signatures;                          // most called first
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms;  // symbol -> value -> calls
@@ -65,10 +68,21 @@ struct EngineStats {
     std::uint64_t guard_failures = 0;
     std::uint64_t deopts = 0;
     std::uint64_t specializations = 0;
+    // The code cache (KILN_CODE_CACHE_BYTES): compiled code held now, its bound (0: none),
+    // requests for code found in it (hits) or not (misses: then loaded or compiled), and
+    // entries its bound evicted (least recently used first).
     std::uint64_t code_cache_bytes = 0;
+    std::uint64_t code_cache_limit_bytes = 0;
+    std::uint64_t code_cache_entries = 0;
     std::uint64_t code_cache_hits = 0;
     std::uint64_t code_cache_misses = 0;
     std::uint64_t code_cache_evictions = 0;
+    // The persistent cache (KILN_CACHE_DIR): entries loaded, absent, written, and rejected
+    // (truncated, corrupted, foreign, or not loadable: then compiled again and replaced).
+    std::uint64_t persistent_cache_hits = 0;
+    std::uint64_t persistent_cache_misses = 0;
+    std::uint64_t persistent_cache_writes = 0;
+    std::uint64_t persistent_cache_rejected = 0;
     std::string to_json() const;
 };
 

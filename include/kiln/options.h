@@ -18,6 +18,7 @@ struct Options {
     std::string device = "auto";             // KILN_DEVICE: auto, cpu, cuda, hip
     std::int64_t num_threads = 0;            // KILN_NUM_THREADS: 0 = all cores
     std::string cache_dir;                   // KILN_CACHE_DIR: empty = no persistent cache
+    std::int64_t code_cache_bytes = 256 << 20;  // KILN_CODE_CACHE_BYTES: LRU bound on compiled code; 0 = none
     std::string log_level = "warn";          // KILN_LOG: off, error, warn, info, debug, trace
     std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, cuda, hip
     std::string dump_dir = ".";              // KILN_DUMP_DIR

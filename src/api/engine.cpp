@@ -117,6 +117,7 @@ FunctionStats FunctionImpl::stats() const {
         else if (!tiers.jit_enabled()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
         s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
         s.deopts += gr.deopts.load(std::memory_order_relaxed);
+        s.evictions += gr.evictions.load(std::memory_order_relaxed);
         s.specializations = std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.specializations.load()));
         s.groups.push_back(std::move(g));
     }
@@ -124,6 +125,8 @@ FunctionStats FunctionImpl::stats() const {
     s.compiles = c.compiles.load(std::memory_order_relaxed);
     s.compile_failures = c.compile_failures.load(std::memory_order_relaxed);
     s.compile_ms = static_cast<double>(c.compile_us.load(std::memory_order_relaxed)) * 1e-3;
+    s.code_cache_hits = c.cache_hits.load(std::memory_order_relaxed);
+    s.persistent_cache_hits = c.disk_hits.load(std::memory_order_relaxed);
     for (std::size_t b = 1; b < c.bailouts.size(); ++b)
         if (auto n = c.bailouts[b].load(std::memory_order_relaxed))
             s.bailouts[std::string(tiers::bailout_name(static_cast<tiers::Bailout>(b)))] = n;
@@ -149,6 +152,9 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     if (!options.trace_file.empty()) tier_set.trace = std::make_shared<profiling::Trace>(options.trace_file);
     tier_set.tier1 = jit::make_tier1(options);
     tier_set.tier2 = jit::make_tier2(options);
+    tier_set.cache = std::make_shared<jit::CodeCache>(static_cast<std::size_t>(options.code_cache_bytes));
+    // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU).
+    if (!options.cache_dir.empty() && tier_set.tier2) tier_set.disk = jit::DiskCache::open(options.cache_dir);
     if ((tier_set.tier1 || tier_set.tier2) && options.async_compile)
         tier_set.queue = std::make_shared<jit::CompileQueue>(static_cast<std::size_t>(options.compile_threads));
     support::log().debug("engine created: {}", options.to_string());
@@ -268,6 +274,20 @@ EngineStats Engine::stats() const {
         ++e.functions;
         detail::accumulate(e, s);
         e.specializations += s.specializations;
+    }
+    const jit::CodeCacheStats cs = impl_->tier_set.cache->stats();
+    e.code_cache_bytes = cs.bytes;
+    e.code_cache_limit_bytes = cs.limit_bytes;
+    e.code_cache_entries = cs.entries;
+    e.code_cache_hits = cs.hits;
+    e.code_cache_misses = cs.misses;
+    e.code_cache_evictions = cs.evictions;
+    if (impl_->tier_set.disk) {
+        const jit::DiskCacheStats ds = impl_->tier_set.disk->stats();
+        e.persistent_cache_hits = ds.hits;
+        e.persistent_cache_misses = ds.misses;
+        e.persistent_cache_writes = ds.writes;
+        e.persistent_cache_rejected = ds.rejected;
     }
     return e;
 }

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace kiln {
 namespace {
@@ -26,6 +28,21 @@ void parse_into(const char* var, const std::string& v, const char* accepted, boo
 void parse_into(const char* var, const std::string& v, const char* accepted, std::int64_t& out) {
     std::int64_t x = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    // Sizes in bytes (KILN_*_BYTES) may end in K, M or G (binary multiples).
+    const std::string_view name(var);
+    int shift = 0;
+    if (name.ends_with("_BYTES") && ec == std::errc() && p + 1 == v.data() + v.size() && x >= 0) {
+        switch (*p) {
+        case 'K': case 'k': shift = 10; break;
+        case 'M': case 'm': shift = 20; break;
+        case 'G': case 'g': shift = 30; break;
+        default: break;
+        }
+        if (shift && x <= (INT64_MAX >> shift)) {
+            x <<= shift;
+            ++p;
+        }
+    }
     if (v.empty() || ec != std::errc() || p != v.data() + v.size()) bad(var, v, accepted);
     out = x;
 }
@@ -59,6 +76,8 @@ void Options::validate() const {
     check_min("KILN_MAX_SPECIALIZATIONS", max_specializations, 0, "an integer >= 0");
     check_min("KILN_COMPILE_THREADS", compile_threads, 1, "an integer >= 1");
     check_min("KILN_NUM_THREADS", num_threads, 0, "an integer >= 0 (0 = all cores)");
+    check_min("KILN_CODE_CACHE_BYTES", code_cache_bytes, 0,
+              "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
     if (std::find(kDevices.begin(), kDevices.end(), device) == kDevices.end())
         bad("KILN_DEVICE", device, "auto, cpu, cuda or hip");
     if (!support::is_log_level(log_level)) bad("KILN_LOG", log_level, "off, error, warn, info, debug or trace");

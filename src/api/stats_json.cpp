@@ -46,7 +46,8 @@ std::string FunctionStats::to_json() const {
     os << "{\"name\":" << quote(name) << ",\"calls\":" << calls << ",\"calls_by_tier\":" << array(calls_by_tier)
        << ",\"failed_calls\":" << failed_calls << ",\"compiles\":" << compiles << ",\"compile_failures\":" << compile_failures
        << ",\"compile_ms\":" << num(compile_ms) << ",\"guard_failures\":" << guard_failures << ",\"deopts\":" << deopts
-       << ",\"specializations\":" << specializations << ",\"groups\":[";
+       << ",\"specializations\":" << specializations << ",\"code_cache_hits\":" << code_cache_hits
+       << ",\"persistent_cache_hits\":" << persistent_cache_hits << ",\"evictions\":" << evictions << ",\"groups\":[";
     for (std::size_t i = 0; i < groups.size(); ++i)
         os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"kind\":" << quote(groups[i].kind)
            << ",\"tier\":" << groups[i].tier << ",\"calls\":" << groups[i].calls
@@ -85,8 +86,12 @@ std::string EngineStats::to_json() const {
     os << "{\"functions\":" << functions << ",\"calls\":" << calls << ",\"calls_by_tier\":" << array(calls_by_tier)
        << ",\"compiles\":" << compiles << ",\"compile_failures\":" << compile_failures << ",\"compile_ms\":" << num(compile_ms)
        << ",\"guard_failures\":" << guard_failures << ",\"deopts\":" << deopts << ",\"specializations\":" << specializations
-       << ",\"code_cache_bytes\":" << code_cache_bytes << ",\"code_cache_hits\":" << code_cache_hits
-       << ",\"code_cache_misses\":" << code_cache_misses << ",\"code_cache_evictions\":" << code_cache_evictions << "}";
+       << ",\"code_cache_bytes\":" << code_cache_bytes << ",\"code_cache_limit_bytes\":" << code_cache_limit_bytes
+       << ",\"code_cache_entries\":" << code_cache_entries << ",\"code_cache_hits\":" << code_cache_hits
+       << ",\"code_cache_misses\":" << code_cache_misses << ",\"code_cache_evictions\":" << code_cache_evictions
+       << ",\"persistent_cache_hits\":" << persistent_cache_hits << ",\"persistent_cache_misses\":" << persistent_cache_misses
+       << ",\"persistent_cache_writes\":" << persistent_cache_writes
+       << ",\"persistent_cache_rejected\":" << persistent_cache_rejected << "}";
     return os.str();
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <exception>
 #include <new>
+#include <string>
 
 namespace kiln::tiers {
 namespace {
@@ -43,6 +44,9 @@ class AsmjitTier final : public Tier {
 public:
     int level() const override { return 1; }
     std::string_view name() const override { return "asmjit"; }
+    // In-process only (the tier does not persist code): what the generated code depends on
+    // besides the kernel is the vector width in use.
+    std::string fingerprint() const override { return "asmjit;vector_bytes=" + std::to_string(vector_bytes()); }
 
     CompileResult compile(const kir::Kernel& kernel, const kir::Specialization&) override {
         const auto t0 = std::chrono::steady_clock::now();

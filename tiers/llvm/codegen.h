@@ -77,6 +77,8 @@ void emit_gemm(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmi
 void set_blocked_gemm(bool on);
 // Test hook: the micro-kernel's vector width in bytes (16, 32 or 64; 0: from the host).
 void set_gemm_vector_bytes(int bytes);
+// The settings above as text ("blocked_gemm=1;gemm_vector_bytes=0"): generated code depends on them.
+std::string gemm_settings();
 
 // Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
 void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,

@@ -384,6 +384,11 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
+std::string gemm_settings() {
+    return "blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+           ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
+}
+
 void emit_gemm(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmitter& em, Value* begin, Value* end) {
     if (!kernel.matmul) fail(Bailout::backend_error, "emit_gemm: the kernel has no matmul hint");
     GemmGen(kernel, target, em).run(begin, end);

@@ -29,6 +29,7 @@
 #include <llvm/Support/Error.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -72,8 +73,13 @@ std::size_t object_code_bytes(llvm::MemoryBufferRef obj) {
     return n;
 }
 
-// The object size of the module being materialised on this thread (set by compile()).
-thread_local std::size_t* t_object_bytes = nullptr;
+// What compile() wants to know of the object file materialised on this thread: its code
+// size, and a copy of it (the tier returns it so that the engine can persist it).
+struct ObjectSink {
+    std::size_t bytes = 0;
+    std::string object;
+};
+thread_local ObjectSink* t_object_sink = nullptr;
 
 // The process-wide JIT. Created once, never destroyed (kernels may outlive static objects).
 struct Jit {
@@ -107,7 +113,10 @@ Jit& jit() {
         p->lljit = std::move(*lljit);
         p->lljit->getObjTransformLayer().setTransform(
             [](std::unique_ptr<llvm::MemoryBuffer> obj) -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
-                if (t_object_bytes) *t_object_bytes = object_code_bytes(obj->getMemBufferRef());
+                if (t_object_sink) {
+                    t_object_sink->bytes = object_code_bytes(obj->getMemBufferRef());
+                    t_object_sink->object.assign(obj->getBufferStart(), obj->getBufferSize());
+                }
                 return obj;
             });
         return p;
@@ -207,26 +216,65 @@ void dump(const LlvmTierOptions& opt, const std::string& kernel_name, llvm::Modu
     }
 }
 
+// Each kernel lives in a JITDylib of its own (linked against the process's symbols, for
+// libm and malloc), so kernels never clash by symbol name: an object file loaded from the
+// persistent cache keeps the name it was compiled with, and the same kernel may be loaded
+// again while an evicted copy is still running. Removing the JITDylib frees the code.
 class LlvmKernel final : public CompiledKernel {
 public:
-    LlvmKernel(orc::ResourceTrackerSP rt, KernelFn fn, std::size_t bytes) : rt_(std::move(rt)), fn_(fn), bytes_(bytes) {}
-    ~LlvmKernel() override {
-        if (llvm::Error err = rt_->remove()) llvm::consumeError(std::move(err));
-    }
+    LlvmKernel(orc::JITDylib* jd, KernelFn fn, std::size_t bytes) : jd_(jd), fn_(fn), bytes_(bytes) {}
+    ~LlvmKernel() override { remove_dylib(jd_); }
     KernelFn entry() const override { return fn_; }
     std::size_t code_bytes() const override { return bytes_; }
 
+    static void remove_dylib(orc::JITDylib* jd) {
+        if (llvm::Error err = jit().lljit->getExecutionSession().removeJITDylib(*jd)) llvm::consumeError(std::move(err));
+    }
+
 private:
-    orc::ResourceTrackerSP rt_;
+    orc::JITDylib* jd_;
     KernelFn fn_;
     std::size_t bytes_;
 };
+
+// A fresh JITDylib for one kernel ("kiln.<n>").
+llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) { return j.lljit->createJITDylib("kiln." + std::to_string(++g_kernel_counter)); }
+
+// Looks `symbol` up in `jd` (materialising what was added to it) and wraps the code.
+CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink) {
+    t_object_sink = &sink;
+    auto addr = j.lljit->lookup(jd, symbol);
+    t_object_sink = nullptr;
+    if (!addr) {
+        std::string msg = to_string(addr.takeError());
+        LlvmKernel::remove_dylib(&jd);
+        return {nullptr, Bailout::backend_error, msg, 0.0};
+    }
+    auto k = std::make_shared<LlvmKernel>(&jd, addr->toPtr<KernelFn>(), sink.bytes);
+    return {std::move(k), Bailout::none, {}, 0.0};
+}
 
 class LlvmTier final : public Tier {
 public:
     explicit LlvmTier(LlvmTierOptions opt) : opt_(std::move(opt)) {}
     int level() const override { return 2; }
     std::string_view name() const override { return "llvm"; }
+
+    std::string fingerprint() const override {
+        return "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings();
+    }
+
+    CompileResult load(std::string_view object, const std::string& symbol) override {
+        const auto t0 = std::chrono::steady_clock::now();
+        CompileResult r;
+        try {
+            r = load_impl(object, symbol);
+        } catch (const std::exception& e) {
+            r = CompileResult{nullptr, Bailout::backend_error, e.what(), 0.0};
+        }
+        r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+    }
 
     CompileResult compile(const kir::Kernel& kernel, const kir::Specialization& spec) override {
         const auto t0 = std::chrono::steady_clock::now();
@@ -253,7 +301,7 @@ private:
         llvm::TargetMachine* tm = thread_target_machine(j, err);
         if (!tm) return {nullptr, Bailout::unavailable, "LLVM target machine: " + err, 0.0};
 
-        const std::string fn_name = "kiln_" + file_stem(kernel.name) + "_" + std::to_string(++g_kernel_counter);
+        const std::string fn_name = "kiln_" + file_stem(kernel.name);
         auto ctx = std::make_unique<llvm::LLVMContext>();
         auto mod = std::make_unique<llvm::Module>(fn_name, *ctx);
         mod->setDataLayout(tm->createDataLayout());
@@ -267,20 +315,37 @@ private:
         if (opt_.dump_llvm || opt_.dump_asm) dump(opt_, kernel.name, *mod, tm);
 
         std::lock_guard<std::mutex> lock(j.mu);
-        auto rt = j.lljit->getMainJITDylib().createResourceTracker();
-        if (llvm::Error e = j.lljit->addIRModule(rt, orc::ThreadSafeModule(std::move(mod), std::move(ctx))))
+        auto jd = new_dylib(j);
+        if (!jd) return {nullptr, Bailout::backend_error, to_string(jd.takeError()), 0.0};
+        if (llvm::Error e = j.lljit->addIRModule(*jd, orc::ThreadSafeModule(std::move(mod), std::move(ctx)))) {
+            LlvmKernel::remove_dylib(&*jd);
             return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
-        std::size_t bytes = 0;
-        t_object_bytes = &bytes;
-        auto addr = j.lljit->lookup(fn_name);
-        t_object_bytes = nullptr;
-        if (!addr) {
-            std::string msg = to_string(addr.takeError());
-            if (llvm::Error e = rt->remove()) llvm::consumeError(std::move(e));
-            return {nullptr, Bailout::backend_error, msg, 0.0};
         }
-        auto k = std::make_shared<LlvmKernel>(rt, addr->toPtr<KernelFn>(), bytes);
-        return {std::move(k), Bailout::none, {}, 0.0};
+        ObjectSink sink;
+        CompileResult r = finish(j, *jd, fn_name, sink);
+        if (r.kernel) {
+            r.object = std::move(sink.object);
+            r.symbol = fn_name;
+        }
+        return r;
+    }
+
+    CompileResult load_impl(std::string_view object, const std::string& symbol) {
+        Jit& j = jit();
+        if (!j.lljit) return {nullptr, Bailout::unavailable, "LLVM JIT: " + j.error, 0.0};
+        // Parse before handing it to the linker: a malformed object is a normal failure here.
+        auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
+        auto parsed = llvm::object::ObjectFile::createObjectFile(buf->getMemBufferRef());
+        if (!parsed) return {nullptr, Bailout::backend_error, "not an object file: " + to_string(parsed.takeError()), 0.0};
+        std::lock_guard<std::mutex> lock(j.mu);
+        auto jd = new_dylib(j);
+        if (!jd) return {nullptr, Bailout::backend_error, to_string(jd.takeError()), 0.0};
+        if (llvm::Error e = j.lljit->addObjectFile(*jd, std::move(buf))) {
+            LlvmKernel::remove_dylib(&*jd);
+            return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
+        }
+        ObjectSink sink;
+        return finish(j, *jd, symbol, sink);
     }
 
     LlvmTierOptions opt_;
@@ -291,14 +356,17 @@ private:
 std::unique_ptr<Tier> make_llvm_tier(const LlvmTierOptions& options) { return std::make_unique<LlvmTier>(options); }
 
 std::string llvm_host_description() {
-    Jit& j = jit();
-    std::string cpu = j.target.cpu.empty() ? llvm::sys::getHostCPUName().str() : j.target.cpu;
-    std::vector<std::string> feats;
-    for (const auto& f : llvm::sys::getHostCPUFeatures()) feats.push_back((f.second ? "+" : "-") + f.first().str());
-    std::sort(feats.begin(), feats.end());
-    std::string out = cpu + ";";
-    for (std::size_t i = 0; i < feats.size(); ++i) out += (i ? "," : "") + feats[i];
-    return out;
+    static const std::string text = [] {
+        Jit& j = jit();
+        std::string cpu = j.target.cpu.empty() ? llvm::sys::getHostCPUName().str() : j.target.cpu;
+        std::vector<std::string> feats;
+        for (const auto& f : llvm::sys::getHostCPUFeatures()) feats.push_back((f.second ? "+" : "-") + f.first().str());
+        std::sort(feats.begin(), feats.end());
+        std::string out = cpu + ";";
+        for (std::size_t i = 0; i < feats.size(); ++i) out += (i ? "," : "") + feats[i];
+        return out;
+    }();
+    return text;
 }
 
 void set_llvm_fail_next_compiles(int n) { g_fail_next.store(n < 0 ? 0 : n); }
