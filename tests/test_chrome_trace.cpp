@@ -71,7 +71,9 @@ TEST_CASE("trace: the events of a short run match the function's stats") {
     std::uint64_t group_calls = 0;
     for (const auto& gr : s.groups) group_calls += gr.calls;
     CHECK(count(lines, {"\"cat\":\"group\""}) == group_calls);
-    CHECK(count(lines, {"\"cat\":\"compile\""}) == s.compiles + s.compile_failures);
+    CHECK(count(lines, {"\"cat\":\"compile\""}) == s.compiles + s.compile_failures + s.code_cache_hits + s.persistent_cache_hits);
+    CHECK(count(lines, {"\"cat\":\"compile\"", "\"cache\":\"miss\""}) == s.compiles + s.compile_failures);
+    CHECK(count(lines, {"\"name\":\"evict\""}) == s.evictions);
     CHECK(count(lines, {"\"cat\":\"compile\"", "\"outcome\":\"compiled\""}) == s.compiles);
     CHECK(count(lines, {"\"name\":\"guard_failure\""}) == s.guard_failures);
     CHECK(count(lines, {"\"name\":\"deopt\""}) == s.deopts);
@@ -84,6 +86,62 @@ TEST_CASE("trace: the events of a short run match the function's stats") {
 #else
     MESSAGE("skipped part: no tier 2 (LLVM) in this build, so no guard failures to trace");
 #endif
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("trace: code cache hits and evictions match the stats") {
+    const std::string path = (std::filesystem::temp_directory_path() / "kiln_trace_cache_test.json").string();
+    std::filesystem::remove(path);
+    Options o;
+    o.async_compile = false;
+    o.tier1_threshold = 1;
+    o.tier2_threshold = 2;
+    o.trace_file = path;
+    auto graph = [](const std::string& name, bool rows) {
+        return trace(name, {arg("x", DType::f32, {dyn("B"), 32})}, [&](const std::vector<Var>& in) {
+            Var h = tanh(in[0]) * 3.0;
+            return std::vector<Var>{rows ? softmax(h, -1) : sigmoid(h)};
+        });
+    };
+    std::uint64_t hits = 0, evictions = 0, misses = 0;
+    EngineStats es;
+    {
+        // Measure the code of one function, then bound the cache below what three need.
+        std::uint64_t one = 0;
+        {
+            Options u = o;
+            u.trace_file.clear();
+            Engine e(u);
+            Function f = e.load(graph("probe", true));
+            for (int i = 0; i < 4; ++i) f({Tensor::randn({4, 32}, 1)});
+            one = e.stats().code_cache_bytes;
+        }
+        REQUIRE(one > 0);
+        o.code_cache_bytes = static_cast<std::int64_t>(one + one / 2);
+        Engine e(o);
+        Function a = e.load(graph("a", true)), b = e.load(graph("b", true)), c = e.load(graph("c", false));
+        for (int i = 0; i < 4; ++i) {
+            a({Tensor::randn({4, 32}, 1)});
+            b({Tensor::randn({4, 32}, 2)});  // the same kernels as a: hits
+        }
+        for (int i = 0; i < 4; ++i) c({Tensor::randn({4, 32}, 3)});  // other kernels: evictions
+        for (Function* f : {&a, &b, &c}) {
+            FunctionStats s = f->stats();
+            hits += s.code_cache_hits;
+            evictions += s.evictions;
+            misses += s.compiles + s.compile_failures;
+        }
+        es = e.stats();
+    }
+    INFO(es.to_json());
+    const auto lines = read_lines(path);
+    REQUIRE(lines.size() >= 3);
+    CHECK(hits > 0);
+    CHECK(evictions > 0);
+    CHECK(hits == es.code_cache_hits);
+    CHECK(count(lines, {"\"cat\":\"compile\"", "\"cache\":\"hit\""}) == hits);
+    CHECK(count(lines, {"\"cat\":\"compile\"", "\"cache\":\"miss\""}) == misses);
+    CHECK(count(lines, {"\"name\":\"evict\""}) == evictions);
     std::filesystem::remove(path);
 }
 
