@@ -32,10 +32,10 @@ Plan make_plan(std::shared_ptr<const ir::Graph> graph) {
     return p;
 }
 
-std::shared_ptr<const ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
-                                                 const std::string& what) {
+std::unique_ptr<ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+                                           const std::string& what) {
     const ir::Graph& g = *plan.graph;
-    auto sp = std::make_shared<ShapePlan>();
+    auto sp = std::make_unique<ShapePlan>();
     sp->input_shapes = input_shapes;
     bind_shapes(g, input_shapes, sp->bindings, what);
     sp->shapes.resize(g.nodes.size());
@@ -74,40 +74,81 @@ std::shared_ptr<const ShapePlan> make_shape_plan(const Plan& plan, const std::ve
     return sp;
 }
 
-std::shared_ptr<const ShapePlan> ShapePlanCache::find(const std::vector<Shape>& shapes) const {
-    std::shared_lock lock(mu_);
-    auto it = map_.find(shapes);
-    return it == map_.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<const ShapePlan> ShapePlanCache::find(std::span<const Tensor> inputs) const {
-    std::shared_lock lock(mu_);
-    auto it = map_.find(inputs);
-    return it == map_.end() ? nullptr : it->second;
-}
-
 namespace {
-// <0, 0, >0 as the shape list `a` orders before, equal to or after the inputs' shapes `b`.
-int compare_shapes(const std::vector<Shape>& a, std::span<const Tensor> b) {
-    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-        if (a[i] < b[i].shape()) return -1;
-        if (b[i].shape() < a[i]) return 1;
+
+// A hash of a list of shapes, read through `shape_at(i)`: the same for a shape list and for
+// the tensors that have those shapes. Word at a time (the hot path hashes every call's shapes).
+template <class ShapeAt> std::uint64_t hash_shapes(std::size_t n, ShapeAt shape_at) {
+    auto mix = [](std::uint64_t h, std::uint64_t v) { return (h ^ v) * 0x9e3779b97f4a7c15ULL; };
+    std::uint64_t h = mix(0xcbf29ce484222325ULL, n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const Shape& s = shape_at(i);
+        h = mix(h, s.size());
+        for (auto d : s) h = mix(h, static_cast<std::uint64_t>(d));
     }
-    return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
+    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;  // the high bits into the low ones, which pick the slot
+    return h ^ (h >> 33);
 }
+
+std::uint64_t hash_of(const std::vector<Shape>& shapes) {
+    return hash_shapes(shapes.size(), [&](std::size_t i) -> const Shape& { return shapes[i]; });
+}
+std::uint64_t hash_of(std::span<const Tensor> inputs) {
+    return hash_shapes(inputs.size(), [&](std::size_t i) -> const Shape& { return inputs[i].shape(); });
+}
+
+bool same_shapes(const std::vector<Shape>& a, const std::vector<Shape>& b) { return a == b; }
+bool same_shapes(const std::vector<Shape>& a, std::span<const Tensor> b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i].shape()) return false;
+    return true;
+}
+
+// Probes `table` (linearly, from the key's hash) for the plan of `key`: returns its slot, or
+// the empty slot where it would go, and the plan found there (null: none). The table is
+// never full (at most half its slots are used), so the probe ends.
+template <class Table, class Key> std::size_t probe(const Table& table, const Key& key, const ShapePlan** found) {
+    const std::size_t mask = table.size() - 1;
+    for (std::size_t i = static_cast<std::size_t>(hash_of(key)) & mask;; i = (i + 1) & mask) {
+        const ShapePlan* p = table[i].load(std::memory_order_acquire);
+        if (!p || same_shapes(p->input_shapes, key)) {
+            *found = p;
+            return i;
+        }
+    }
+}
+
 }  // namespace
 
-bool ShapePlanCache::ShapesLess::operator()(const std::vector<Shape>& a, std::span<const Tensor> b) const {
-    return compare_shapes(a, b) < 0;
+const ShapePlan* ShapePlanCache::find(const std::vector<Shape>& shapes) const {
+    const ShapePlan* p = nullptr;
+    probe(table_, shapes, &p);
+    return p;
 }
 
-bool ShapePlanCache::ShapesLess::operator()(std::span<const Tensor> a, const std::vector<Shape>& b) const {
-    return compare_shapes(b, a) > 0;
+const ShapePlan* ShapePlanCache::find(std::span<const Tensor> inputs) const {
+    const ShapePlan* p = nullptr;
+    probe(table_, inputs, &p);
+    return p;
 }
 
-void ShapePlanCache::insert(const std::shared_ptr<const ShapePlan>& sp) {
-    std::unique_lock lock(mu_);
-    if (map_.size() < kCapacity) map_.emplace(sp->input_shapes, sp);
+ShapePlanRef ShapePlanCache::insert(std::unique_ptr<const ShapePlan> sp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const ShapePlan* p = nullptr;
+    const std::size_t slot = probe(table_, sp->input_shapes, &p);
+    if (p) return ShapePlanRef(p);  // another thread kept the same shapes first
+    if (owned_.size() >= kCapacity) return ShapePlanRef(std::move(sp));
+    if (owned_.empty()) owned_.reserve(kCapacity);
+    owned_.push_back(std::move(sp));
+    p = owned_.back().get();
+    table_[slot].store(p, std::memory_order_release);  // the plan is complete before a lookup can see it
+    return ShapePlanRef(p);
+}
+
+std::size_t ShapePlanCache::size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return owned_.size();
 }
 
 }  // namespace kiln::jit

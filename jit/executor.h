@@ -10,9 +10,10 @@
 
 #include <kiln/tensor.h>
 
-#include <map>
+#include <array>
+#include <atomic>
 #include <memory>
-#include <shared_mutex>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -28,7 +29,8 @@ struct Plan {
 
 Plan make_plan(std::shared_ptr<const ir::Graph> graph);
 
-// Everything a call needs that depends only on the input shapes.
+// Everything a call needs that depends only on the input shapes. Immutable once a call or
+// the cache can see it.
 struct ShapePlan {
     std::vector<Shape> input_shapes;
     std::vector<Shape> shapes;                     // per node id (empty for nodes not in the plan)
@@ -38,33 +40,59 @@ struct ShapePlan {
     // Where compiled groups put the intermediates at these shapes; made by the first call
     // that needs it (it depends on the function's partition: jit/run_plan.cpp).
     LazyMemoryPlan memory;
+    // The function profile's counter for this signature (null: the profile keeps no more
+    // signatures), set by whoever made the plan, before sharing it.
+    profiling::FunctionProfile::Signature* signature = nullptr;
 };
 
 // Checks the shapes against the graph (kiln::Error naming the argument, expected and
 // actual) and infers every node's shape (kiln::Error when symbolic dims disagree).
-std::shared_ptr<const ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
-                                                 const std::string& what);
+std::unique_ptr<ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+                                           const std::string& what);
 
-// A bounded map from input shapes to shape plans, safe for concurrent use. When full,
-// further signatures are planned per call and not kept (memory stays bounded).
+// The shape plan of one call: borrowed from a ShapePlanCache (valid while the cache lives),
+// or owned by the call when the cache keeps no more plans.
+class ShapePlanRef {
+public:
+    ShapePlanRef() = default;
+    explicit ShapePlanRef(const ShapePlan* cached) : p_(cached) {}
+    explicit ShapePlanRef(std::unique_ptr<const ShapePlan> owned) : owned_(std::move(owned)), p_(owned_.get()) {}
+    const ShapePlan& operator*() const { return *p_; }
+    const ShapePlan* operator->() const { return p_; }
+    const ShapePlan* get() const { return p_; }
+    bool cached() const { return p_ && !owned_; }
+
+private:
+    std::unique_ptr<const ShapePlan> owned_;
+    const ShapePlan* p_ = nullptr;
+};
+
+// A bounded map from input shapes to shape plans, safe for concurrent use. Lookups are
+// lock-free and touch no reference count: a fixed open-addressed table of atomic pointers
+// to plans that stay until the cache is destroyed. Inserts take a mutex. When full, further
+// signatures are planned per call and not kept (memory stays bounded).
 class ShapePlanCache {
 public:
     static constexpr std::size_t kCapacity = 64;
-    std::shared_ptr<const ShapePlan> find(const std::vector<Shape>& shapes) const;
+    ShapePlanCache() = default;
+    ShapePlanCache(const ShapePlanCache&) = delete;
+    ShapePlanCache& operator=(const ShapePlanCache&) = delete;
+
+    // The kept plan for these shapes, or null. Valid while the cache lives.
+    const ShapePlan* find(const std::vector<Shape>& shapes) const;
     // The same, keyed by the inputs' shapes (no copy of them: the hot path allocates nothing).
-    std::shared_ptr<const ShapePlan> find(std::span<const Tensor> inputs) const;
-    void insert(const std::shared_ptr<const ShapePlan>& sp);
+    const ShapePlan* find(std::span<const Tensor> inputs) const;
+    // Keeps `sp` while there is room and returns it borrowed; returns the plan already kept
+    // for the same shapes (another thread's) if there is one; else gives `sp` back, owned.
+    ShapePlanRef insert(std::unique_ptr<const ShapePlan> sp);
+    std::size_t size() const;
 
 private:
-    // Orders shape lists, and shape lists against the shapes of a list of tensors.
-    struct ShapesLess {
-        using is_transparent = void;
-        bool operator()(const std::vector<Shape>& a, const std::vector<Shape>& b) const { return a < b; }
-        bool operator()(const std::vector<Shape>& a, std::span<const Tensor> b) const;
-        bool operator()(std::span<const Tensor> a, const std::vector<Shape>& b) const;
-    };
-    mutable std::shared_mutex mu_;
-    std::map<std::vector<Shape>, std::shared_ptr<const ShapePlan>, ShapesLess> map_;
+    static constexpr std::size_t kSlots = 2 * kCapacity;  // a power of two; at most half full
+    static_assert((kSlots & (kSlots - 1)) == 0);
+    std::array<std::atomic<const ShapePlan*>, kSlots> table_{};
+    mutable std::mutex mu_;  // inserts
+    std::vector<std::unique_ptr<const ShapePlan>> owned_;  // the kept plans; under mu_
 };
 
 }  // namespace kiln::jit

@@ -43,15 +43,15 @@ FunctionImpl::~FunctionImpl() {
     if (retired) retired->add(stats());
 }
 
-std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(const std::vector<Shape>& shapes) {
-    if (auto sp = shape_plans.find(shapes)) return sp;
-    auto sp = jit::make_shape_plan(plan, shapes, what);
-    shape_plans.insert(sp);
-    return sp;
+jit::ShapePlanRef FunctionImpl::shape_plan(const std::vector<Shape>& shapes) {
+    if (const jit::ShapePlan* sp = shape_plans.find(shapes)) return jit::ShapePlanRef(sp);
+    std::unique_ptr<jit::ShapePlan> sp = jit::make_shape_plan(plan, shapes, what);
+    sp->signature = profile.signature(sp->input_shapes, sp->bindings);  // calls count there, lock-free
+    return shape_plans.insert(std::move(sp));
 }
 
-std::shared_ptr<const jit::ShapePlan> FunctionImpl::shape_plan(std::span<const Tensor> inputs) {
-    if (auto sp = shape_plans.find(inputs)) return sp;
+jit::ShapePlanRef FunctionImpl::shape_plan(std::span<const Tensor> inputs) {
+    if (const jit::ShapePlan* sp = shape_plans.find(inputs)) return jit::ShapePlanRef(sp);
     std::vector<Shape> shapes;
     shapes.reserve(inputs.size());
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
@@ -74,7 +74,7 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
     std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier, caller_outputs);
     trace_call(t0, tier);
-    profile.record_call(sp.input_shapes, sp.bindings);
+    profile.record_call(sp.signature, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
     return out;
@@ -86,7 +86,7 @@ void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
     jit::run_groups_into(plan, tiers, sp, inputs, &profile, &tier, outputs);
     trace_call(t0, tier);
-    profile.record_call(sp.input_shapes, sp.bindings);
+    profile.record_call(sp.signature, sp.bindings);
     calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
 }
@@ -181,7 +181,7 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     KILN_USER_CHECK(outputs.size() == outs.size(),
                     f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
     // Check the caller's buffers before running, so a bad call has no effect.
-    std::shared_ptr<const jit::ShapePlan> sp;
+    jit::ShapePlanRef sp;
     try {
         jit::check_inputs(*f.plan.graph, inputs, f.what);
         sp = f.shape_plan(inputs);

@@ -38,10 +38,11 @@ public:
                                      std::span<const Tensor> caller_outputs = {});
     // The same, writing every output into the caller's (checked) tensors.
     void call_planned_into(std::span<const Tensor> inputs, const jit::ShapePlan& sp, std::span<const Tensor> outputs);
-    // The shape plan for these input shapes: cached, or made (and cached while there is room).
-    std::shared_ptr<const jit::ShapePlan> shape_plan(const std::vector<Shape>& shapes);
+    // The shape plan for these input shapes: cached (found without a lock), or made (and
+    // cached while there is room; else owned by the returned reference).
+    jit::ShapePlanRef shape_plan(const std::vector<Shape>& shapes);
     // The same for the inputs' shapes; a cached plan is found without copying them.
-    std::shared_ptr<const jit::ShapePlan> shape_plan(std::span<const Tensor> inputs);
+    jit::ShapePlanRef shape_plan(std::span<const Tensor> inputs);
     FunctionStats stats() const;
     // KILN_TRACE: one "call" event from t0 to now (no-op when tracing is off).
     void trace_call(profiling::Trace::Clock::time_point t0, int tier);
