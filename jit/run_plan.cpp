@@ -13,8 +13,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::uint64_t ns_since(Clock::time_point t0) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+std::uint64_t ns_between(Clock::time_point t0, Clock::time_point t1) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
 }
 
 // The shape of buffer `b` of a group (inputs, then outputs).
@@ -267,11 +267,14 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
     const auto& step_of = tm_.step_of();
     int top = 0;
     const bool jit = tm_.jit_enabled();  // without a compiling tier, groups go straight to the interpreter
+    profiling::Trace* const tr = tm_.trace();
     for (auto& grp : tm_.groups()) {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;
-        auto t0 = Clock::now();
-        gr.calls.fetch_add(1, std::memory_order_relaxed);
+        // Timing is sampled (run_plan.h); a trace needs every call's times.
+        const std::uint64_t index = gr.calls.fetch_add(1, std::memory_order_relaxed);
+        const std::uint64_t weight = tr ? 1 : timing_weight(index);
+        const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
         bool done = false, planned = false;
         int ran = 0;  // the tier the group ran on
         // Zero-size buffers run on the interpreter: it raises the errors the op owes
@@ -301,10 +304,10 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
                 s_.args.clear();
                 for (auto in : node.inputs) s_.args.push_back(tensor(static_cast<std::size_t>(in)));
                 const ir::Node& eff = sp_.nodes[id] ? *sp_.nodes[id] : node;
-                auto n0 = Clock::now();
+                const Clock::time_point n0 = weight ? Clock::now() : Clock::time_point{};
                 s_.owned[id] = interp::run_node(eff, s_.args, sp_.shapes[id]);
                 s_.val[id] = &s_.owned[id];
-                if (profile) profile->record_node(id, ns_since(n0));
+                if (profile && weight) profile->record_node(id, weight * ns_between(n0, Clock::now()), weight);
                 s_.args.clear();
                 release_inputs(id, step_of[id]);
             }
@@ -312,8 +315,11 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         // Free what this group read for the last time (compiled groups read all at once).
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
         for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
-        gr.ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
-        if (auto* tr = tm_.trace()) tr->complete("group", group.name, t0, Clock::now(), "\"tier\":" + std::to_string(ran));
+        if (weight) {
+            const Clock::time_point t1 = Clock::now();
+            gr.ns.fetch_add(weight * ns_between(t0, t1), std::memory_order_relaxed);
+            if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
+        }
         if (planned && ran < 2) tm_.note_call(gr, s_.params, ran);
     }
     return top;

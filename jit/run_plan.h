@@ -6,10 +6,23 @@
 // out by jit/memory_plan.h; the call's working vectors are per-thread scratch reused from
 // call to call. So a steady-state call whose groups all run compiled allocates nothing but
 // its outputs (run_groups) or nothing at all (run_groups_into with dense outputs).
+//
+// Timing is sampled, so that a steady-state call reads no clock: a group's first
+// kTimingPeriod calls are timed, then one call in kTimingPeriod (by the group's call count),
+// whose time is added kTimingPeriod times over. GroupRuntime::ns (the stats' total_ms and
+// the compile queue's order) and the profile's per-node times are thus estimates, within
+// kTimingPeriod - 1 calls' worth of time. With a trace (KILN_TRACE), every call is timed.
 #include "jit/executor.h"
 #include "jit/tier_manager.h"
 
 namespace kiln::jit {
+
+inline constexpr std::uint64_t kTimingPeriod = 16;
+// How many calls the time of a group's call number `index` (from 0) stands for: 0 when the
+// call is not timed.
+constexpr std::uint64_t timing_weight(std::uint64_t index) {
+    return index < kTimingPeriod ? 1 : index % kTimingPeriod == 0 ? kTimingPeriod : 0;
+}
 
 // Compiles, for every lowerable group, a version that covers this shape plan (Function::warmup).
 void warmup_groups(TierManager& tm, const ShapePlan& sp);
