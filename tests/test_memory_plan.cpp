@@ -8,12 +8,17 @@
 
 #include "jit/executor.h"
 #include "jit/memory_plan.h"
+#include "jit/run_plan.h"
 #include "reference.h"
 #include "src/core/allocator.h"
 #include "src/passes/fuse.h"
+#if defined(KILN_HAVE_ASMJIT)
+#include "tiers/asmjit/asmjit_tier.h"
+#endif
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <random>
 #include <string>
@@ -392,5 +397,36 @@ TEST_CASE("memory plan: a steady-state compiled call allocates only its outputs"
 #else
 TEST_CASE("memory plan: compiled multi-group graphs (skipped)") {
     MESSAGE("skipped: built without LLVM (KILN_WITH_LLVM=OFF): no compiled groups to place in an arena");
+}
+#endif
+
+#if defined(KILN_HAVE_ASMJIT)
+// The dispatch path itself (shape-plan lookup, profile counters, sampled timing, version
+// selection) allocates nothing, on the calls whose time is sampled as on the others.
+TEST_CASE("memory plan: steady-state tier-1 calls through run() allocate nothing, timed or not") {
+    if (!tiers::asmjit_available()) {
+        MESSAGE("skipped: this host has no tier 1 (asmjit needs x86-64 with AVX2 and FMA)");
+        return;
+    }
+    Options o;
+    o.jit = true;
+    o.async_compile = false;
+    o.tier1_threshold = 1;
+    o.tier2_threshold = std::numeric_limits<std::int64_t>::max();
+    Function f = Engine(o).load(trace("dispatch_rows", {arg("x", DType::f32, {dyn("B"), 64})}, [](const std::vector<Var>& in) {
+        return std::vector<Var>{sigmoid(in[0] * 2.0 + 1.0)};
+    }));
+    std::vector<Tensor> in{Tensor::randn({32, 64}, 3)};
+    std::vector<Tensor> outs{Tensor::empty({32, 64})};
+    for (int i = 0; i < 3; ++i) f.run(in, outs);  // warm: compile, shape plan, per-thread scratch
+    REQUIRE(f.stats().calls_by_tier[1] > 0);
+    const std::uint64_t calls = 2 * jit::kTimingPeriod + 1;  // sampled and unsampled calls
+    Counts c = count_allocations([&] {
+        for (std::uint64_t i = 0; i < calls; ++i) f.run(in, outs);
+    });
+    INFO(c.news << " new, " << c.blocks << " blocks");
+    CHECK(c.news == 0);
+    CHECK(c.blocks == 0);
+    CHECK(f.stats().calls_by_tier[1] >= calls);
 }
 #endif
