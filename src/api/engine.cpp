@@ -75,7 +75,6 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
     std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier, caller_outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
-    calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
     return out;
 }
@@ -87,7 +86,6 @@ void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::
     jit::run_groups_into(plan, tiers, sp, inputs, &profile, &tier, outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
-    calls.fetch_add(1, std::memory_order_relaxed);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -99,8 +97,10 @@ void FunctionImpl::trace_call(profiling::Trace::Clock::time_point t0, int tier) 
 FunctionStats FunctionImpl::stats() const {
     FunctionStats s;
     s.name = plan.graph->name;
-    s.calls = calls.load(std::memory_order_relaxed);
-    for (int t = 0; t < 3; ++t) s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
+    for (int t = 0; t < 3; ++t) {
+        s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
+        s.calls += s.calls_by_tier[t];
+    }
     s.failed_calls = failed_calls.load(std::memory_order_relaxed);
     for (const auto& gp : tiers.groups()) {
         const jit::GroupRuntime& gr = *gp;

@@ -55,7 +55,7 @@ public:
     Options options;
     jit::TierManager tiers;
 
-    std::atomic<std::uint64_t> calls{0};
+    // Calls by the highest tier they used (their sum is the calls: one counter per call).
     std::array<std::atomic<std::uint64_t>, 3> calls_by_tier{};
     std::atomic<std::uint64_t> failed_calls{0};
     std::shared_ptr<RetiredTotals> retired;
