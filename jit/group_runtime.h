@@ -40,8 +40,16 @@ public:
     std::optional<kir::Kernel> kernel;  // nullopt: not lowerable (see lower_failure)
     std::string lower_failure;
 
-    std::shared_ptr<const CodeSet> code() const { return code_.load(std::memory_order_acquire); }
-    void publish(std::shared_ptr<const CodeSet> c) { code_.store(std::move(c), std::memory_order_release); }
+    // The published code set, for everything but the per-call path (stats, the tier manager).
+    std::shared_ptr<const CodeSet> code() const {
+        std::lock_guard<std::mutex> lock(code_mu_);
+        return current_;
+    }
+    // The per-call path reads the same set through a hazard pointer (jit/hazard.h).
+    const std::atomic<const CodeSet*>& code_pointer() const { return code_ptr_; }
+    // Replaces the published set; the old one is freed once no call reads it (at this or a
+    // later publish, or with the group).
+    void publish(std::shared_ptr<const CodeSet> c);
 
     // Counters (relaxed: statistics, not synchronisation).
     std::atomic<std::uint64_t> calls{0};
@@ -77,7 +85,10 @@ public:
 private:
     mutable std::once_flag kir_once_;
     mutable std::string kir_text_;
-    std::atomic<std::shared_ptr<const CodeSet>> code_{std::make_shared<const CodeSet>()};
+    mutable std::mutex code_mu_;  // current_, retired_
+    std::shared_ptr<const CodeSet> current_ = std::make_shared<const CodeSet>();
+    std::vector<std::shared_ptr<const CodeSet>> retired_;  // replaced sets a call may still read
+    std::atomic<const CodeSet*> code_ptr_{current_.get()};
 };
 
 }  // namespace kiln::jit

@@ -1,5 +1,7 @@
 #include "jit/run_plan.h"
 
+#include "jit/hazard.h"
+
 #include "src/core/storage.h"
 #include "src/core/strided.h"
 #include "src/support/check.h"
@@ -83,6 +85,7 @@ struct CallScratch {
     std::vector<void*> buffers;
     ArenaPool::Lease arena;
     std::shared_ptr<detail::Storage> arena_storage;  // a non-owning Storage over the arena, once the interpreter reads it
+    HazardSlot code_hazard;  // the code set of the group running now (jit/hazard.h)
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
@@ -282,7 +285,11 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
         if (jit && gr.kernel && !has_empty_buffer(group, sp_)) {
             group_params(*gr.kernel, group, sp_, s_.params);
             planned = true;
-            std::shared_ptr<const CodeSet> code = gr.code();
+            struct Unprotect {
+                HazardSlot& h;
+                ~Unprotect() { h.clear(); }
+            } unprotect{s_.code_hazard};
+            const CodeSet* code = s_.code_hazard.protect(gr.code_pointer());
             if (!code->versions.empty()) {
                 if (const CompiledVersion* v = TierManager::select(*code, s_.params.data())) {
                     run_compiled(*v, *gr.kernel, group);

@@ -26,8 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-
 // A fresh private directory name under the system's temporary directory (not created).
 std::string fresh_dir(const std::string& tag) {
     static int n = 0;
@@ -35,51 +33,6 @@ std::string fresh_dir(const std::string& tag) {
                  ("kiln-cache-test-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(++n));
     fs::remove_all(p);
     return p.string();
-}
-
-Graph model() {
-    Tensor w = Tensor::randn({32, 16}, 7), g = Tensor::rand({16}, 8, DType::f32, 0.5, 1.5), b = Tensor::randn({16}, 9);
-    return trace("cached", {arg("x", DType::f32, {dyn("B"), 32})}, [&](const std::vector<Var>& in) {
-        Var h = gelu(matmul(in[0], w), true);
-        return std::vector<Var>{softmax(layer_norm(h, g, b), -1), sum(h * sigmoid(h), -1)};
-    });
-}
-
-Options cached(const std::string& dir) {
-    Options o;
-    o.async_compile = false;
-    o.tier1_threshold = kNever;
-    o.tier2_threshold = kNever;  // only warmup compiles
-    o.cache_dir = dir;
-    return o;
-}
-
-struct RunResult {
-    FunctionStats fs;
-    EngineStats es;
-};
-
-// Loads the model with KILN_CACHE_DIR=dir, warms it up for B=4, runs it and checks the
-// answers against the interpreter.
-RunResult run_once(const std::string& dir) {
-    Engine engine(cached(dir));
-    Function f = engine.load(model());
-    f.warmup({{{4, 32}}});
-    Options io;
-    io.jit = false;
-    Function ref = Engine(io).load(model());
-    std::vector<Tensor> in = {Tensor::randn({4, 32}, 3)};
-    auto a = f(in), r = ref(in);
-    REQUIRE(a.size() == r.size());
-    for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], r[k]) < 1e-4);
-    return {f.stats(), engine.stats()};
-}
-
-std::vector<fs::path> entries(const std::string& dir) {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.path().extension() == ".kobj") out.push_back(e.path());
-    return out;
 }
 
 std::string slurp(const fs::path& p) {
@@ -155,6 +108,57 @@ TEST_CASE("persistent cache: entries round-trip; truncated, corrupted and foreig
 }
 
 #if defined(KILN_HAVE_LLVM)
+
+namespace {
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+Graph model() {
+    Tensor w = Tensor::randn({32, 16}, 7), g = Tensor::rand({16}, 8, DType::f32, 0.5, 1.5), b = Tensor::randn({16}, 9);
+    return trace("cached", {arg("x", DType::f32, {dyn("B"), 32})}, [&](const std::vector<Var>& in) {
+        Var h = gelu(matmul(in[0], w), true);
+        return std::vector<Var>{softmax(layer_norm(h, g, b), -1), sum(h * sigmoid(h), -1)};
+    });
+}
+
+Options cached(const std::string& dir) {
+    Options o;
+    o.async_compile = false;
+    o.tier1_threshold = kNever;
+    o.tier2_threshold = kNever;  // only warmup compiles
+    o.cache_dir = dir;
+    return o;
+}
+
+struct RunResult {
+    FunctionStats fs;
+    EngineStats es;
+};
+
+// Loads the model with KILN_CACHE_DIR=dir, warms it up for B=4, runs it and checks the
+// answers against the interpreter.
+RunResult run_once(const std::string& dir) {
+    Engine engine(cached(dir));
+    Function f = engine.load(model());
+    f.warmup({{{4, 32}}});
+    Options io;
+    io.jit = false;
+    Function ref = Engine(io).load(model());
+    std::vector<Tensor> in = {Tensor::randn({4, 32}, 3)};
+    auto a = f(in), r = ref(in);
+    REQUIRE(a.size() == r.size());
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], r[k]) < 1e-4);
+    return {f.stats(), engine.stats()};
+}
+
+std::vector<fs::path> entries(const std::string& dir) {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".kobj") out.push_back(e.path());
+    return out;
+}
+
+}  // namespace
 
 TEST_CASE("persistent cache: a second engine reaches tier 2 with zero compiles; corrupted entries are recompiled") {
     const std::string dir = fresh_dir("engine");

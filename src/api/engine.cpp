@@ -153,8 +153,9 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     tier_set.tier1 = jit::make_tier1(options);
     tier_set.tier2 = jit::make_tier2(options);
     tier_set.cache = std::make_shared<jit::CodeCache>(static_cast<std::size_t>(options.code_cache_bytes));
-    // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU).
-    if (!options.cache_dir.empty() && tier_set.tier2) tier_set.disk = jit::DiskCache::open(options.cache_dir);
+    // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
+    // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
+    if (!options.cache_dir.empty()) tier_set.disk = jit::DiskCache::open(options.cache_dir);
     if ((tier_set.tier1 || tier_set.tier2) && options.async_compile)
         tier_set.queue = std::make_shared<jit::CompileQueue>(static_cast<std::size_t>(options.compile_threads));
     support::log().debug("engine created: {}", options.to_string());
