@@ -8,9 +8,7 @@
 #include "jit/group_runtime.h"
 #include "src/kir/lower.h"
 #include "src/passes/fuse.h"
-#if defined(KILN_HAVE_ASMJIT)
-#include "tiers/asmjit/asmjit_tier.h"
-#endif
+#include "have_tier.h"
 #include "reference.h"
 
 #include <cstdlib>
@@ -56,15 +54,7 @@ Graph many_groups() {
     });
 }
 
-bool have_tier(int level) {
-#if defined(KILN_HAVE_ASMJIT)
-    if (level == 1) return tiers::asmjit_available();
-#endif
-#if defined(KILN_HAVE_LLVM)
-    if (level == 2) return true;
-#endif
-    return false;
-}
+using kiln::test::have_tier;
 
 Options sync_opts(std::int64_t t1, std::int64_t t2, std::int64_t cache_bytes) {
     Options o;

@@ -9,6 +9,7 @@
 #if defined(KILN_HAVE_ASMJIT)
 #include "tiers/asmjit/asmjit_tier.h"
 #endif
+#include "have_tier.h"
 #include "reference.h"
 
 #include <algorithm>
@@ -57,17 +58,7 @@ void check_same(Function& f, Function& ref, const std::vector<Tensor>& in) {
     for (std::size_t k = 0; k < a.size(); ++k) CHECK(ref::max_rel_diff(a[k], b[k]) < 1e-5);
 }
 
-// Whether this build and host have a tier at `level`: decided from the build and the host,
-// never from whether calls reached it (a broken tier must fail these tests, not skip them).
-bool have_tier(int level) {
-#if defined(KILN_HAVE_ASMJIT)
-    if (level == 1) return tiers::asmjit_available();
-#endif
-#if defined(KILN_HAVE_LLVM)
-    if (level == 2) return true;
-#endif
-    return false;
-}
+using kiln::test::have_tier;
 
 }  // namespace
 
