@@ -45,6 +45,7 @@ tiers::Tier& tier() {
 using tier_test::call;
 using tier_test::eval_map;
 using tier_test::map_kernel;
+using tier_test::softmax_kernel;
 using tier_test::ulp_diff;
 
 std::shared_ptr<const CompiledKernel> compile_ok(const Kernel& k, const Specialization& s = {}) {
@@ -278,28 +279,7 @@ TEST_CASE("llvm: integer ops wrap, divide by zero gives 0, INT_MIN / -1 wraps") 
     check_int_ops<std::uint8_t>(DType::u8);
 }
 
-TEST_CASE("llvm: boolean logic and select") {
-    // z = (a && !b) || (x > 2 ? a : b), over bytes.
-    Kernel k;
-    k.name = "logic";
-    k.buffers = {{"a", DType::boolean, false}, {"b", DType::boolean, false}, {"x", DType::i32, false},
-                 {"z", DType::boolean, true}};
-    k.params = {"n"};
-    k.extent = param(0);
-    auto a = load(0, Type::boolean, outer()), b = load(1, Type::boolean, outer());
-    auto big = binary(BinaryOp::gt, load(2, Type::i32, outer()), constant(Type::i32, 2));
-    k.body = {store(3, outer(),
-                    binary(BinaryOp::logical_or, binary(BinaryOp::logical_and, a, unary(UnaryOp::logical_not, b)),
-                           select(big, a, b)))};
-    std::vector<std::uint8_t> av = {0, 1, 0, 1, 1, 0, 2}, bv = {0, 0, 1, 1, 0, 1, 0}, z(7, 9);
-    std::vector<std::int32_t> xv = {0, 5, 5, 0, 3, 1, 9};
-    auto ck = compile_ok(k);
-    call(*ck, {av.data(), bv.data(), xv.data(), z.data()}, {7}, 0, 7);
-    for (std::size_t i = 0; i < 7; ++i) {
-        bool A = av[i] != 0, B = bv[i] != 0;
-        CHECK(z[i] == ((A && !B) || (xv[i] > 2 ? A : B) ? 1 : 0));
-    }
-}
+TEST_CASE("llvm: boolean logic and select") { tier_test::check_bool_logic(tier()); }
 
 TEST_CASE("llvm: casts saturate, truncate, wrap; NaN -> 0; -> bool is x != 0") {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -407,30 +387,6 @@ TEST_CASE("llvm: f16 and bf16 loads and stores are bit-exact with kiln::Half / k
     MESSAGE(fs.size() << " f32 patterns converted to f16 and bf16");
 }
 
-namespace {
-// Row softmax of x [rows, cols] (cols = param 0) with temps m (max), s (sum) and three
-// nested loops: y = exp(x - m) / s.
-Kernel softmax_kernel(DType dt) {
-    Kernel k;
-    k.name = "softmax_row";
-    k.buffers = {{"x", dt, false}, {"y", dt, true}};
-    k.params = {"cols"};
-    k.param_sources = {{0, 1}};
-    k.temps = {Type::f32, Type::f32};
-    k.num_vars = 1;
-    auto idx = binary(BinaryOp::add, binary(BinaryOp::mul, outer(), param(0)), var(0));
-    auto x = load(0, Type::f32, idx);
-    auto m = temp(0, Type::f32), s = temp(1, Type::f32);
-    auto e = unary(UnaryOp::exp, binary(BinaryOp::sub, x, m));
-    k.body = {assign(0, constant(Type::f32, -std::numeric_limits<double>::infinity())),
-              loop(0, index_const(0), param(0), {assign(0, binary(BinaryOp::max, m, x))}),
-              assign(1, constant(Type::f32, 0.0)),
-              loop(0, index_const(0), param(0), {assign(1, binary(BinaryOp::add, s, e))}),
-              loop(0, index_const(0), param(0), {store(1, idx, binary(BinaryOp::div, e, s))})};
-    return k;
-}
-}  // namespace
-
 TEST_CASE("llvm: row softmax with temps and nested loops, generic and specialised") {
     const I64 R = 7, C = 133;
     std::vector<float> x(R * C);
@@ -537,28 +493,7 @@ TEST_CASE("llvm: dropping kernels frees their code (compile many times without g
 #endif
 }
 
-TEST_CASE("llvm: compiles from 4 threads at once") {
-    std::vector<std::thread> ts;
-    std::vector<int> ok(4, 0);
-    for (int t = 0; t < 4; ++t)
-        ts.emplace_back([t, &ok] {
-            for (int rep = 0; rep < 5; ++rep) {
-                const float c = static_cast<float>(t * 10 + rep);
-                Kernel k = map_kernel(DType::f32, DType::f32, [c](ExprRef x) {
-                    return binary(BinaryOp::add, unary(UnaryOp::tanh, x), constant(Type::f32, c));
-                });
-                auto r = tier().compile(k, {});
-                if (r.bailout != Bailout::none) return;
-                std::vector<float> in(100, 0.0f), out(100);
-                void* bufs[] = {in.data(), out.data()};
-                I64 n = 100;
-                r.kernel->entry()(bufs, &n, 0, n);
-                if (std::all_of(out.begin(), out.end(), [c](float v) { return v == c; })) ++ok[static_cast<std::size_t>(t)];
-            }
-        });
-    for (auto& th : ts) th.join();
-    CHECK(ok == std::vector<int>(4, 5));
-}
+TEST_CASE("llvm: compiles from 4 threads at once") { tier_test::check_concurrent_compiles(tier(), 5); }
 
 TEST_CASE("llvm: loops vectorise (dumped IR and assembly)") {
     const auto dir = std::filesystem::temp_directory_path() / ("kiln_llvm_dump_" + std::to_string(::getpid()));

@@ -9,6 +9,7 @@
 #include "src/kir/kir.h"
 #include "tiers/tier.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -70,6 +72,80 @@ template <class F> double ulp_diff(F a, F b) {
         return i < 0 ? static_cast<double>(std::numeric_limits<U>::min()) - static_cast<double>(i) : static_cast<double>(i);
     };
     return std::fabs(ord(a) - ord(b));
+}
+
+// Row softmax of x [rows, cols] (cols = param 0) with temps m (max) and s (sum) over three
+// loops: y = exp(x - m) / s.
+inline kir::Kernel softmax_kernel(DType dt) {
+    using namespace kir;
+    Kernel k;
+    k.name = "softmax_row";
+    k.buffers = {{"x", dt, false}, {"y", dt, true}};
+    k.params = {"cols"};
+    k.param_sources = {{0, 1}};
+    k.temps = {Type::f32, Type::f32};
+    k.num_vars = 1;
+    auto idx = binary(BinaryOp::add, binary(BinaryOp::mul, outer(), param(0)), var(0));
+    auto x = load(0, Type::f32, idx);
+    auto m = temp(0, Type::f32), s = temp(1, Type::f32);
+    auto e = unary(UnaryOp::exp, binary(BinaryOp::sub, x, m));
+    k.body = {assign(0, constant(Type::f32, -std::numeric_limits<double>::infinity())),
+              loop(0, index_const(0), param(0), {assign(0, binary(BinaryOp::max, m, x))}),
+              assign(1, constant(Type::f32, 0.0)),
+              loop(0, index_const(0), param(0), {assign(1, binary(BinaryOp::add, s, e))}),
+              loop(0, index_const(0), param(0), {store(1, idx, binary(BinaryOp::div, e, s))})};
+    return k;
+}
+
+// Compiles and checks z = (a && !b) || (x > 2 ? a : b) over bytes (bool a, b; i32 x).
+inline void check_bool_logic(tiers::Tier& tier) {
+    using namespace kir;
+    Kernel k;
+    k.name = "logic";
+    k.buffers = {{"a", DType::boolean, false}, {"b", DType::boolean, false}, {"x", DType::i32, false},
+                 {"z", DType::boolean, true}};
+    k.params = {"n"};
+    k.param_sources = {{0, 0}};
+    k.extent = param(0);
+    auto a = load(0, Type::boolean, outer()), b = load(1, Type::boolean, outer());
+    auto big = binary(BinaryOp::gt, load(2, Type::i32, outer()), constant(Type::i32, 2));
+    k.body = {store(3, outer(),
+                    binary(BinaryOp::logical_or, binary(BinaryOp::logical_and, a, unary(UnaryOp::logical_not, b)),
+                           select(big, a, b)))};
+    std::vector<std::uint8_t> av = {0, 1, 0, 1, 1, 0, 2}, bv = {0, 0, 1, 1, 0, 1, 0}, z(7, 9);
+    std::vector<std::int32_t> xv = {0, 5, 5, 0, 3, 1, 9};
+    auto ck = compile_ok(tier, k);
+    call(*ck, {av.data(), bv.data(), xv.data(), z.data()}, {7}, 0, 7);
+    for (std::size_t i = 0; i < 7; ++i) {
+        bool A = av[i] != 0, B = bv[i] != 0;
+        CHECK(z[i] == ((A && !B) || (xv[i] > 2 ? A : B) ? 1 : 0));
+    }
+}
+
+// 4 threads each compile `reps` different map kernels (tanh(x) + c) on `tier` at once and run
+// them; every one must compile and compute c on zeros.
+inline void check_concurrent_compiles(tiers::Tier& tier, int reps) {
+    using namespace kir;
+    std::vector<std::thread> ts;
+    std::vector<int> ok(4, 0);
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([t, reps, &ok, &tier] {
+            for (int rep = 0; rep < reps; ++rep) {
+                const float c = static_cast<float>(t * 100 + rep);
+                Kernel k = map_kernel(DType::f32, DType::f32, [c](ExprRef x) {
+                    return binary(BinaryOp::add, unary(UnaryOp::tanh, x), constant(Type::f32, c));
+                });
+                auto r = tier.compile(k, {});
+                if (r.bailout != tiers::Bailout::none) return;
+                std::vector<float> in(100, 0.0f), out(100);
+                void* bufs[] = {in.data(), out.data()};
+                I64 n = 100;
+                r.kernel->entry()(bufs, &n, 0, n);
+                if (std::all_of(out.begin(), out.end(), [c](float v) { return v == c; })) ++ok[static_cast<std::size_t>(t)];
+            }
+        });
+    for (auto& th : ts) th.join();
+    CHECK(ok == std::vector<int>(4, reps));
 }
 
 // Special values (zeros, infinities, NaN, subnormals, the edges of the approximations'
