@@ -24,12 +24,6 @@ constexpr std::size_t kMaxFileBytes = std::size_t{256} << 20;  // larger files a
 
 std::atomic<std::uint64_t> g_tmp_counter{0};
 
-std::string hex64(std::uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 void put_u64(std::string& out, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
@@ -114,7 +108,7 @@ std::string DiskCache::path_of(const std::string& key) const {
     const std::string k = full_key(key);
     const std::uint64_t a = support::Hasher().str(k).digest();
     const std::uint64_t b = support::Hasher().str("second half").str(k).digest();
-    return dir_ + "/" + hex64(a) + hex64(b) + ".kobj";
+    return dir_ + "/" + support::hex64(a) + support::hex64(b) + ".kobj";
 }
 
 std::optional<DiskEntry> DiskCache::load(const std::string& key) {

@@ -2,6 +2,7 @@
 // A 64-bit FNV-1a style hash with a strong final mix; stable across runs and platforms.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace kiln::support {
@@ -27,5 +28,13 @@ public:
 private:
     std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
+
+// 16 lowercase hex digits (file names of dumps and cache entries).
+inline std::string hex64(std::uint64_t v) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string s(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = kDigits[v & 0xf];
+    return s;
+}
 
 }  // namespace kiln::support

@@ -9,6 +9,8 @@
 
 #include "tiers/llvm/codegen.h"
 
+#include "src/support/hash.h"
+
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ObjectTransformLayer.h>
@@ -38,7 +40,6 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -176,18 +177,6 @@ void optimise(llvm::Module& m, llvm::TargetMachine* tm) {
     mpm.run(m, mam);
 }
 
-std::string hex64(std::uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
-std::uint64_t fnv1a(const std::string& s) {
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-}
-
 std::string file_stem(const std::string& name) {
     std::string s = name.empty() ? "kernel" : name;
     for (char& c : s)
@@ -202,7 +191,7 @@ void dump(const LlvmTierOptions& opt, const std::string& kernel_name, llvm::Modu
     llvm::raw_string_ostream os(ir);
     m.print(os, nullptr);
     os.flush();
-    const std::string base = opt.dump_dir + "/" + file_stem(kernel_name) + "." + hex64(fnv1a(ir));
+    const std::string base = opt.dump_dir + "/" + file_stem(kernel_name) + "." + support::hex64(support::Hasher().str(ir).digest());
     if (opt.dump_llvm) std::ofstream(base + ".ll") << ir;
     if (opt.dump_asm) {
         auto clone = llvm::CloneModule(m);  // code generation changes the module
@@ -263,6 +252,8 @@ public:
     std::string fingerprint() const override {
         return "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings();
     }
+
+    bool persists_code() const override { return true; }
 
     CompileResult load(std::string_view object, const std::string& symbol) override {
         const auto t0 = std::chrono::steady_clock::now();
