@@ -223,7 +223,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
         return o;
     }
     // 2. Code an earlier process left in KILN_CACHE_DIR.
-    DiskCache* disk = tier.level() >= 2 ? tiers_.disk.get() : nullptr;  // tier 1 does not persist code
+    DiskCache* disk = tier.persists_code() ? tiers_.disk.get() : nullptr;
     if (disk) {
         if (auto stored = disk->load(key)) {
             tiers::CompileResult r = tier.load(stored->object, stored->symbol);

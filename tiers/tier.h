@@ -68,6 +68,9 @@ public:
     // now depends on: backend version, target CPU and features, code generation settings.
     // Part of the key under which code is shared within a process and across processes.
     virtual std::string fingerprint() const = 0;
+    // Whether compile() returns object files that load() accepts (then the engine persists
+    // this tier's code in KILN_CACHE_DIR).
+    virtual bool persists_code() const { return false; }
     // Loads code an earlier compile() returned as `object` (maybe in another process with
     // the same fingerprint). Tiers that cannot persist code return Bailout::unavailable.
     // Thread-safe; never throws.
