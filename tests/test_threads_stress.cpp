@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "have_tier.h"
 #include "reference.h"
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <vector>
 
 using namespace kiln;
+using kiln::test::have_tier;
 
 namespace {
 
@@ -105,9 +107,13 @@ TEST_CASE("threads: 16 threads, moving shapes, background compiles and evictions
     CHECK(wrong.load() == 0);
     CHECK(errors.load() == 0);
     CHECK(fs.calls == calls.load());
-    CHECK(fs.compiles > 0);
     CHECK(es.code_cache_bytes <= static_cast<std::uint64_t>(o.code_cache_bytes));
-    // The bound is below the working set only where compiled code exists in this build.
-    if (fs.calls_by_tier[1] + fs.calls_by_tier[2] > 0) CHECK(es.code_cache_evictions > 0);
-    else MESSAGE("skipped part: no compiling tier in this build, so nothing to evict");
+    // Compiled code and evictions are required wherever this build and host have a tier.
+    if (have_tier(1) || have_tier(2)) {
+        CHECK(fs.compiles > 0);
+        CHECK(fs.calls_by_tier[1] + fs.calls_by_tier[2] > 0);
+        CHECK(es.code_cache_evictions > 0);
+    } else {
+        MESSAGE("skipped part: no compiling tier in this build or host, so nothing to compile or evict");
+    }
 }
