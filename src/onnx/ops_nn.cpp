@@ -134,13 +134,20 @@ void ceil_extra(const NodeCtx& c, const Var& x, Window& w, std::int64_t extra[2]
     }
 }
 
-void max_pool(NodeCtx& c) {
-    Var x = c.in(0);
+// A pool's input as the 2-D pools see it (a 1-D input gains a unit dim, in place) and its
+// window; dilated windows are refused.
+Window pool_window(NodeCtx& c, Var& x) {
     check_spatial_rank(c, x);
-    bool one_d = x.rank() == 3;
+    const bool one_d = x.rank() == 3;
     if (one_d) x = to_2d(x);
     Window w = window(c, x, one_d, {});
     c.require(w.d[0] == 1 && w.d[1] == 1, "dilations", "dilated pooling is not supported");
+    return w;
+}
+
+void max_pool(NodeCtx& c) {
+    Var x = c.in(0);
+    Window w = pool_window(c, x);
     c.require(c.attr_i("storage_order", 0) == 0 || !c.wants(1), "storage_order", "only applies to the Indices output");
     std::int64_t extra[2];
     ceil_extra(c, x, w, extra);
@@ -159,11 +166,7 @@ void max_pool(NodeCtx& c) {
 
 void avg_pool(NodeCtx& c) {
     Var x = c.in(0);
-    check_spatial_rank(c, x);
-    bool one_d = x.rank() == 3;
-    if (one_d) x = to_2d(x);
-    Window w = window(c, x, one_d, {});
-    c.require(w.d[0] == 1 && w.d[1] == 1, "dilations", "dilated pooling is not supported");
+    Window w = pool_window(c, x);
     bool include_pad = c.attr_i("count_include_pad", 0) != 0;
     std::int64_t extra[2];
     ceil_extra(c, x, w, extra);
