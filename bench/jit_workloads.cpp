@@ -365,6 +365,51 @@ void transformer(Ctx& ctx) {
     }
 }
 
+// A ResNet-style 3x3 convolution with its bias and relu (one conv group at tier 2), batch 1
+// and 8: x [N, 64, 56, 56], w [64, 64, 3, 3], padding 1. Not a goal of the issue; measured
+// against the interpreter and PyTorch.
+void conv(Ctx& ctx) {
+    const I64 batches[] = {1, 8};
+    bool any = false;
+    for (I64 b : batches) any = any || selected(ctx, "conv3x3_b" + std::to_string(b));
+    if (!any) return;
+    constexpr I64 C = 64, O = 64, HW = 56, K = 3;
+    Tensor W = weight({O, C, K, K}, 51, 1.0f / std::sqrt(float(C * K * K))), B = weight({O}, 52, 0.02f);
+    kiln::Graph g = kiln::trace("conv3x3", {kiln::arg("x", kiln::DType::f32, {kiln::dyn("batch"), C, HW, HW})},
+                                [&](const std::vector<Var>& v) -> std::vector<Var> {
+                                    return {kiln::relu(kiln::conv2d(v[0], W, B, {1, 1}, {1, 1}))};
+                                });
+    kiln::Function f = ctx.engine->load(g);
+    const Vec w = doubles(W), bias = doubles(B);
+    for (I64 n : batches) {
+        const std::string name = "conv3x3_b" + std::to_string(n);
+        if (!selected(ctx, name)) continue;
+        std::vector<Tensor> in{Tensor::randn({n, C, HW, HW}, 60 + static_cast<std::uint64_t>(n))};
+        std::vector<Tensor> out{Tensor::empty({n, O, HW, HW})};
+        const double flops = 2.0 * double(n * O * HW * HW * C * K * K);
+        measure(ctx, name, f, in, out, plan_for(ctx, 2000), "flops", flops, [&] {
+            const Vec x = doubles(in[0]);
+            Vec y(static_cast<std::size_t>(n * O * HW * HW));
+            for (I64 s = 0; s < n; ++s)
+                for (I64 o = 0; o < O; ++o)
+                    for (I64 i = 0; i < HW; ++i)
+                        for (I64 j = 0; j < HW; ++j) {
+                            double acc = bias[static_cast<std::size_t>(o)];
+                            for (I64 c = 0; c < C; ++c)
+                                for (I64 di = 0; di < K; ++di)
+                                    for (I64 dj = 0; dj < K; ++dj) {
+                                        const I64 yi = i + di - 1, xj = j + dj - 1;
+                                        if (yi < 0 || yi >= HW || xj < 0 || xj >= HW) continue;
+                                        acc += x[static_cast<std::size_t>(((s * C + c) * HW + yi) * HW + xj)] *
+                                               w[static_cast<std::size_t>(((o * C + c) * K + di) * K + dj)];
+                                    }
+                            y[static_cast<std::size_t>(((s * O + o) * HW + i) * HW + j)] = std::max(acc, 0.0);
+                        }
+            return rel_err(out[0], y);
+        });
+    }
+}
+
 // Per-call cost on a graph whose arithmetic is negligible: one add on f32[4].
 void dispatch(Ctx& ctx) {
     if (!selected(ctx, "dispatch")) return;
@@ -428,6 +473,7 @@ int main(int argc, char** argv) try {
     softmax_layer_norm(ctx);
     mlp(ctx);
     transformer(ctx);
+    conv(ctx);
 
     const kiln::EngineStats es = engine.stats();
     Result r("jit_compile", ctx.impl);

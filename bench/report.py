@@ -23,6 +23,8 @@ WORKLOADS = [
     ("xformer_s32", "transformer block d=256, seq 32", "torch1", "torch÷Kiln ≥ 1.0"),
     ("xformer_s128", "transformer block, seq 128", "torch1", "torch÷Kiln ≥ 1.0"),
     ("xformer_s512", "transformer block, seq 512", "torch1", "torch÷Kiln ≥ 1.0"),
+    ("conv3x3_b1", "conv3x3 64->64, 56x56 + bias + relu, batch 1", "none", "— (measured, no goal)"),
+    ("conv3x3_b8", "conv3x3, batch 8", "none", "— (measured, no goal)"),
 ]
 
 
@@ -165,7 +167,7 @@ def main():
             out.append("- compile latency: n/a (0 compiles: no JIT tier ran in this build)")
         per_fn = []
         for fn, last in (("chain", "chain_16M"), ("softmax_ln", "softmax_ln_4096x1024"), ("mlp", "mlp_b256"),
-                         ("transformer", "xformer_s512")):
+                         ("transformer", "xformer_s512"), ("conv3x3", "conv3x3_b8")):
             k = get(last, "kiln")
             n_c = num(k, "compiles")
             if n_c:

@@ -193,6 +193,12 @@ def main():
             x = torch.randn(1, S, D)
             flops = 2 * S * (D * 3 * D + D * D + 2 * D * Fh) + 4 * H * S * S * Dh
             b.run(f"xformer_s{S}", lambda: block(x), 3000 if S >= 512 else 1500, {"flops": flops})
+
+        Wc, bc = weight([64, 64, 3, 3], 1 / math.sqrt(64 * 9)), weight([64], 0.02)
+        for n in (1, 8):
+            x = torch.randn(n, 64, 56, 56)
+            b.run(f"conv3x3_b{n}", lambda: torch.relu(F.conv2d(x, Wc, bc, padding=1)), 2000,
+                  {"flops": 2 * n * 64 * 56 * 56 * 64 * 9})
     return 0
 
 

@@ -57,11 +57,12 @@ void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
             for (auto in : g.nodes[static_cast<std::size_t>(v)].inputs)
                 if (p.group_of[static_cast<std::size_t>(in)] != static_cast<int>(gi))
                     CHECK(std::find(gr.inputs.begin(), gr.inputs.end(), in) != gr.inputs.end());
-        if (gr.kind == GroupKind::conv || gr.kind == GroupKind::opaque) CHECK(gr.nodes.size() == 1);
-        if (gr.kind == GroupKind::matmul) {
-            // The matmul, then a chain of elementwise nodes of its shape, each reading the
-            // previous one, which nothing else reads; one output, the last node.
-            CHECK(g.nodes[static_cast<std::size_t>(gr.nodes.front())].op == kiln::ir::Op::matmul);
+        if (gr.kind == GroupKind::opaque) CHECK(gr.nodes.size() == 1);
+        if (gr.kind == GroupKind::matmul || gr.kind == GroupKind::conv) {
+            // The matmul (conv2d), then a chain of elementwise nodes of its shape, each reading
+            // the previous one, which nothing else reads; one output, the last node.
+            CHECK(g.nodes[static_cast<std::size_t>(gr.nodes.front())].op ==
+                  (gr.kind == GroupKind::matmul ? kiln::ir::Op::matmul : kiln::ir::Op::conv2d));
             REQUIRE(gr.outputs.size() == 1);
             CHECK(gr.outputs.front() == gr.nodes.back());
             for (std::size_t i = 1; i < gr.nodes.size(); ++i) {

@@ -307,7 +307,7 @@ void check_all_compiled(const Function& f) {
     INFO(s.to_json());
     int compiled = 0;
     for (const auto& gr : s.groups) {
-        if (gr.kind == "opaque" || gr.kind == "conv") continue;
+        if (gr.kind == "opaque") continue;
         CHECK(gr.compiled_calls > 0);
         compiled += gr.compiled_calls > 0;
     }

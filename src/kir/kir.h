@@ -142,7 +142,13 @@ struct ParamSource {
 //           <epilogue>
 //
 // i.e. one outer index is one block of `row_block` rows of one batch entry (the runtime's
-// thread split parallelises over row blocks). A is dense row-major [m, k] at element offset
+// thread split parallelises over row blocks). With col_block > 0 an outer index is one
+// block of rows AND one block of columns: with cblocks = (n + col_block - 1) / col_block,
+// outer in [0, batch * blocks * cblocks) covers batch entry outer / (blocks * cblocks), the
+// rows of row block (outer / cblocks) % blocks and the columns [cb * col_block,
+// min((cb + 1) * col_block, n)) with cb = outer % cblocks (convolutions use this, so that
+// the threads split the output pixels). With im2col set, the load of B in the k loop is
+// replaced by B[vk, col] as Im2col defines it (a select of a load and 0). A is dense row-major [m, k] at element offset
 // `a_offset` of buffer `a`, B dense row-major [k, n] at `b_offset` of buffer `b` (no
 // transposition: a transposed operand is materialised by an earlier group); both have type
 // `type` (f32 or f64), which is also the accumulator's type. `a_offset` and `b_offset` are
@@ -154,16 +160,35 @@ struct ParamSource {
 // group's output element; they are exactly the statements of the loop nest (shared), so
 // a backend evaluates them once per output element with the accumulator in hand (e.g. on
 // a register tile) instead of running the naive loops.
+// A convolution's B operand, the im2col matrix of its input read in place (never
+// materialised; see MatmulHint): for kk = (c * kh + i) * kw + j and col = y * ow + xo,
+//   B[kk, col] = x[x_offset + (c * h + iy) * w + ix],  iy = y * stride[0] - pad[0] + i * dilation[0],
+//                                                      ix = xo * stride[1] - pad[1] + j * dilation[1],
+// and 0 where (iy, ix) falls outside [0, h) x [0, w) (zero padding). `x` is the input
+// buffer (dense NCHW); `x_offset` (an index expression of params and the hint's batch_var)
+// is the element offset of the batch entry's first input channel; h, w, kh, kw, ow are
+// index expressions of constants and params. The naive nest loads x[x_offset] where a
+// padded position's value is unused, so `x` must not be empty: the runtime never runs a
+// kernel with a zero-size buffer (jit/run_plan.cpp sends those groups to the interpreter).
+struct Im2col {
+    int x = -1;
+    ExprRef x_offset;
+    ExprRef h, w, kh, kw, ow;
+    std::int64_t stride[2] = {1, 1}, pad[2] = {0, 0}, dilation[2] = {1, 1};
+};
+
 struct MatmulHint {
-    int a = -1, b = -1;     // input buffers of the A and B operands
+    int a = -1, b = -1;     // input buffers of the A and B operands (with im2col, b == im2col->x)
     int out = -1;           // the output buffer the epilogue stores to
     Type type = Type::f32;  // element and accumulator type (f32 or f64)
     ExprRef m, n, k;        // rows of A and C, columns of B and C, the contracted dim
     ExprRef batch;          // product of C's batch dims (1 for 2-D)
     std::int64_t row_block = 1;
+    std::int64_t col_block = 0;  // 0: every outer index covers all n columns (see below)
     int batch_var = -1, row_var = -1, col_var = -1, acc_temp = -1;
     ExprRef a_offset, b_offset;
     std::vector<StmtRef> epilogue;
+    std::optional<Im2col> im2col;  // set: B is not a dense matrix but a convolution's input
 };
 
 struct Kernel {
@@ -175,7 +200,7 @@ struct Kernel {
     int num_vars = 0;                     // loop variables 0 .. num_vars-1
     ExprRef extent;                       // of the outer index, in params
     std::vector<StmtRef> body;            // run once per outer index
-    std::optional<MatmulHint> matmul;     // matmul groups: what the body computes (above)
+    std::optional<MatmulHint> matmul;     // matmul and conv groups: what the body computes (above)
 };
 
 // Values bound to params (nullopt: left as a run-time argument).

@@ -1,6 +1,6 @@
 // Lowering of fusion groups into KIR (see lower.h): the shared machinery (buffers, params,
 // index arithmetic, node -> expression) and the elementwise form. Row reductions are in
-// lower_row.cpp.
+// lower_row.cpp, matmuls in lower_matmul.cpp, convolutions in lower_conv.cpp.
 #include "src/kir/lower.h"
 
 #include "src/core/element.h"
@@ -340,18 +340,19 @@ std::optional<Kernel> lower(const ir::Graph& g, const passes::Group& group, std:
         return std::nullopt;
     };
     switch (group.kind) {
-    case passes::GroupKind::conv: return fail("conv groups are not lowered yet");
     case passes::GroupKind::opaque:
         return fail("opaque groups (" + std::string(ir::op_name(g.nodes[static_cast<std::size_t>(group.nodes.front())].op)) +
                     ") are not lowered");
     case passes::GroupKind::elementwise:
     case passes::GroupKind::row_reduction:
-    case passes::GroupKind::matmul: break;
+    case passes::GroupKind::matmul:
+    case passes::GroupKind::conv: break;
     }
     try {
         detail::Lowering L(g, group);
         if (group.kind == passes::GroupKind::elementwise) detail::lower_elementwise(L);
         else if (group.kind == passes::GroupKind::matmul) detail::lower_matmul(L);
+        else if (group.kind == passes::GroupKind::conv) detail::lower_conv(L);
         else detail::lower_row(L);
         verify(L.k);
         return std::move(L.k);

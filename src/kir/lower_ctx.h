@@ -88,5 +88,6 @@ private:
 void lower_elementwise(Lowering& L);
 void lower_row(Lowering& L);
 void lower_matmul(Lowering& L);  // lower_matmul.cpp
+void lower_conv(Lowering& L);    // lower_conv.cpp
 
 }  // namespace kiln::kir::detail

@@ -164,11 +164,30 @@ std::string print(const Kernel& k) {
         e(h.k);
         os << ", batch ";
         e(h.batch);
-        os << ", rows per outer " << h.row_block << "\n    batch v" << h.batch_var << ", row v" << h.row_var << ", col v"
+        os << ", rows per outer " << h.row_block;
+        if (h.col_block > 0) os << ", columns per outer " << h.col_block;
+        os << "\n    batch v" << h.batch_var << ", row v" << h.row_var << ", col v"
            << h.col_var << ", acc t" << h.acc_temp << ", A offset ";
         e(h.a_offset);
         os << ", B offset ";
         e(h.b_offset);
+        if (h.im2col) {
+            const Im2col& c = *h.im2col;
+            os << "\n    B = im2col of b" << c.x << " at ";
+            e(c.x_offset);
+            os << ": h ";
+            e(c.h);
+            os << ", w ";
+            e(c.w);
+            os << ", kh ";
+            e(c.kh);
+            os << ", kw ";
+            e(c.kw);
+            os << ", ow ";
+            e(c.ow);
+            os << ", stride " << c.stride[0] << "x" << c.stride[1] << ", pad " << c.pad[0] << "x" << c.pad[1]
+               << ", dilation " << c.dilation[0] << "x" << c.dilation[1];
+        }
         os << "\n    epilogue:\n";
         print_stmts(os, h.epilogue, 6);
     }

@@ -137,7 +137,16 @@ private:
         check(h.out >= 0 && static_cast<std::size_t>(h.out) < k_.buffers.size() && k_.buffers[static_cast<std::size_t>(h.out)].output,
               "matmul hint: out is not an output buffer");
         check(h.row_block >= 1, "matmul hint: row_block < 1");
-        for (const ExprRef* e : {&h.m, &h.n, &h.k, &h.batch}) {
+        check(h.col_block >= 0, "matmul hint: col_block < 0");
+        std::vector<const ExprRef*> extents{&h.m, &h.n, &h.k, &h.batch};
+        if (h.im2col) {
+            const Im2col& c = *h.im2col;
+            check(c.x == h.b, "matmul hint: the im2col input is not the B buffer");
+            for (int d = 0; d < 2; ++d)
+                check(c.stride[d] >= 1 && c.dilation[d] >= 1 && c.pad[d] >= 0, "matmul hint: im2col stride, dilation or padding");
+            for (const ExprRef* e : {&c.h, &c.w, &c.kh, &c.kw, &c.ow}) extents.push_back(e);
+        }
+        for (const ExprRef* e : extents) {
             check(*e != nullptr, "matmul hint: a missing extent");
             in_extent_ = true;
             expr(**e);
@@ -154,7 +163,9 @@ private:
         std::fill(bound_.begin(), bound_.end(), false);
         std::fill(assigned_.begin(), assigned_.end(), false);
         bound_[static_cast<std::size_t>(h.batch_var)] = true;
-        for (const ExprRef* e : {&h.a_offset, &h.b_offset}) {
+        std::vector<const ExprRef*> offsets{&h.a_offset, &h.b_offset};
+        if (h.im2col) offsets.push_back(&h.im2col->x_offset);
+        for (const ExprRef* e : offsets) {
             check(*e != nullptr && (*e)->type == Type::index, "matmul hint: an offset is missing or not index");
             expr(**e);
         }

@@ -4,7 +4,7 @@
 // 2. one pass in topological order places every needed node: a row op, with its reserved
 //    producers, continues the chain of a row group whose result they read over the same
 //    rows (chain_target), else opens a group; matmul, conv and other ops open a group of their own; an
-//    elementwise node extends a matmul group's epilogue chain when it reads the chain's
+//    elementwise node extends a matmul or conv group's epilogue chain when it reads the chain's
 //    tail and nothing else does, else joins the group of a row op whose result (or fused
 //    consumer) it reads, else merges with the elementwise groups of its operands, else
 //    opens one.
@@ -194,13 +194,13 @@ private:
         return true;
     }
 
-    // Can elementwise node `v` extend the epilogue of matmul group `gi`? It must read the
+    // Can elementwise node `v` extend the epilogue of matmul or conv group `gi`? It must read the
     // group's last node (the chain's tail), which nothing else reads and which is not a graph
     // output, and keep the matmul's output shape (its other operands broadcast to it without
     // growing it); its other operands come from outside the group.
     bool extends_matmul(int gi, ValueId v) const {
         const Builder& b = groups_[static_cast<Index>(gi)];
-        if (b.kind != GroupKind::matmul || node(v).type.dims != b.dims) return false;
+        if ((b.kind != GroupKind::matmul && b.kind != GroupKind::conv) || node(v).type.dims != b.dims) return false;
         const ValueId tail = b.nodes.back();
         if (is_output_[ix(tail)] || consumers_[ix(tail)] != std::vector<ValueId>{v}) return false;
         for (auto in : node(v).inputs) {
@@ -239,7 +239,7 @@ private:
             open(kind, {v}, nd.type.dims);
             return;
         }
-        // An elementwise node: a matmul epilogue first, then a row group, then elementwise groups.
+        // An elementwise node: a matmul/conv epilogue first, then a row group, then elementwise groups.
         std::vector<int> ops;
         for (auto in : nd.inputs) {
             int gi = group_of_[ix(in)];

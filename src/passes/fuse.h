@@ -33,7 +33,9 @@
 //   broadcast to that shape. So a matmul group has exactly one output, its last node. A
 //   matmul result read by anything else ends the chain (it is materialised as usual);
 //   an elementwise producer reserved by a row op (softmax(x @ W + b)) stays with the row op;
-// - conv and opaque groups hold one node each (conv epilogues are not fused yet);
+// - conv groups: the conv2d node first, then its epilogue chain, exactly as for matmul
+//   groups (bias [O, 1, 1], batch-norm style scale and shift, activation, residual);
+// - opaque groups hold one node each;
 // - the result depends only on the graph (deterministic).
 // Tests: tests/test_fuse.cpp.
 #include "src/ir/ir.h"

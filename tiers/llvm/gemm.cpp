@@ -1,8 +1,9 @@
-// The blocked GEMM of matmul kernels (see codegen.h and kir::MatmulHint): instead of the
-// kernel's naive loop nest, each outer index (a block of `row_block` rows of one batch
-// entry; the runtime splits outer indices across threads) runs
+// The blocked GEMM of matmul and conv kernels (see codegen.h and kir::MatmulHint): instead
+// of the kernel's naive loop nest, each outer index (a block of `row_block` rows of one
+// batch entry, and with col_block a block [j0, j1) of its columns, else all of them; the
+// runtime splits outer indices across threads) runs
 //
-//   for jc in [0, n) step NC:                          column panel
+//   for jc in [j0, j1) step NC:                        column panel
 //     for pc in [0, k) step KC:                        depth block (L1/L2)
 //       pack B[pc:pc+kc, jc:jc+nc] into strips of NR columns, kc x NR each, zero padded
 //       for jr in [0, nc) step NR:                     one strip of packed B (in L1)
@@ -13,6 +14,9 @@
 //
 // A block with fewer than MR rows (small batches) skips packing: its 1-row kernel reads
 // full NR-column strips of B in place (only the last, partial strip is packed).
+// A convolution's B (kir::Im2col) is packed straight from the input image, one run of
+// output pixels of one output row at a time (see pack_im2col): the im2col matrix is never
+// built.
 //
 // The micro-kernel keeps MR x NR accumulators in vector registers: MR rows by NV = 2
 // vectors of VW elements, chosen from the host features: 512-bit (AVX-512) 8 x 2 zmm,
@@ -85,6 +89,15 @@ public:
         n_ = em_.index(h_.n);
         k_dim_ = em_.index(h_.k);
         blocks_ = b_.CreateSDiv(b_.CreateAdd(m_, i64(h_.row_block - 1)), i64(h_.row_block));
+        cblocks_ = h_.col_block > 0 ? b_.CreateSDiv(b_.CreateAdd(n_, i64(h_.col_block - 1)), i64(h_.col_block)) : i64(1);
+        if (h_.im2col) {
+            const kir::Im2col& c = *h_.im2col;
+            im_h_ = em_.index(c.h);
+            im_w_ = em_.index(c.w);
+            im_kw_ = em_.index(c.kw);
+            im_khw_ = b_.CreateMul(em_.index(c.kh), im_kw_);
+            im_ow_ = em_.index(c.ow);
+        }
         a_ = em_.buffer_ptr(h_.a);
         bbuf_ = em_.buffer_ptr(h_.b);
 
@@ -130,8 +143,9 @@ private:
     int es_ = 4, vw_ = 8, nv_ = 2, nr_ = 16, mr_ = 6;
     std::int64_t kc_ = 256, nc_ = 128;
     llvm::AllocaInst* tile_ = nullptr;
-    Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *nce_ = nullptr;
+    Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
+    Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
 
     Value* i64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
     Value* smin(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); }
@@ -196,32 +210,43 @@ private:
         return phi;
     }
 
-    // One outer index: rows [i0, i0 + rows) of batch entry `bidx`.
+    // One outer index: rows [i0, i0 + rows) and columns [j0, j1) of batch entry `bidx`.
     void block(Value* outer) {
-        Value* bidx = b_.CreateSDiv(outer, blocks_);
-        Value* i0 = b_.CreateMul(b_.CreateSRem(outer, blocks_), i64(h_.row_block));
+        Value* per_batch = b_.CreateMul(blocks_, cblocks_);
+        Value* bidx = b_.CreateSDiv(outer, per_batch);
+        Value* i0 = b_.CreateMul(b_.CreateSRem(b_.CreateSDiv(outer, cblocks_), blocks_), i64(h_.row_block));
         Value* rows = smin(i64(h_.row_block), b_.CreateSub(m_, i0));
+        Value* j0 = i64(0);
+        Value* j1 = n_;
+        if (h_.col_block > 0) {
+            j0 = b_.CreateMul(b_.CreateSRem(outer, cblocks_), i64(h_.col_block));
+            j1 = smin(b_.CreateAdd(j0, i64(h_.col_block)), n_);
+        }
         em_.bind_var(h_.batch_var, bidx);
         Value* ab = elem(a_, em_.index(h_.a_offset));
-        Value* bb = elem(bbuf_, em_.index(h_.b_offset));
+        Value* bb = h_.im2col ? nullptr : elem(bbuf_, em_.index(h_.b_offset));
+        Value* xb = h_.im2col ? elem(bbuf_, em_.index(h_.im2col->x_offset)) : nullptr;
         Value* kmax = smax(k_dim_, i64(1));
         // A block with no full MR-row tile (few rows: small batches, GEMV-like) reads full
-        // NR-column strips of B in place with the 1-row kernel instead of packing them.
-        Value* direct = b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
-        loop(i64(0), n_, i64(nc_), "gemm.jc", [&](Value* jc) {
-            Value* nc = smin(i64(nc_), b_.CreateSub(n_, jc));
+        // NR-column strips of B in place with the 1-row kernel instead of packing them (a
+        // dense B only; im2col is always packed).
+        Value* direct = h_.im2col ? b_.getFalse() : b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
+        loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
+            Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
             loop(i64(0), kmax, i64(kc_), "gemm.pc", [&](Value* pc) {
                 Value* kc = smin(i64(kc_), b_.CreateSub(k_dim_, pc));
                 kc = smax(kc, i64(0));
                 Value* first = b_.CreateICmpEQ(pc, i64(0));
                 Value* last = b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k_dim_);
-                pack_b(bb, pc, jc, kc, nc, direct);
+                if (h_.im2col) pack_im2col(xb, pc, jc, kc, nc);
+                else pack_b(bb, pc, jc, kc, nc, direct);
                 loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
                     Value* nr = smin(i64(nr_), b_.CreateSub(nc, jr));
                     Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                     Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
                     Value* inplace = b_.CreateAnd(direct, b_.CreateICmpEQ(nr, i64(nr_)));
-                    Value* strip1 = b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
+                    Value* strip1 = h_.im2col ? strip
+                                              : b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
                     Value* stride1 = b_.CreateSelect(inplace, n_, i64(nr_));
                     Tile t{ab, strip, strip1, stride1, pc, kc, first, last, i0, jc, jr, nr};
                     loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) { micro(t, ir, mr_); });
@@ -264,6 +289,87 @@ private:
                 });
             });
         });
+    }
+
+    // Packs B[pc:pc+kc, jc:jc+nc] of an im2col operand (kir::Im2col; `xb` points at the batch
+    // entry's first input channel) into strips of NR columns, like pack_b. For one strip and
+    // depth index (input channel, window row i, window column j), the strip's columns split
+    // into runs that each lie in one output row y (consecutive xo). A run reads input row
+    // iy = y * sh - ph + i * dh at columns xo * sw - pw + j * dw, so its in-bounds part is
+    // one interval: zeros, a strided copy (a plain copy for stride 1), zeros. The index
+    // arithmetic (divisions) is per run, not per element.
+    void pack_im2col(Value* xb, Value* pc, Value* jc, Value* kc, Value* nc) {
+        const kir::Im2col& c = *h_.im2col;
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        Value* zero = llvm::ConstantFP::get(t_, 0.0);
+        Value* plane_elems = b_.CreateMul(im_h_, im_w_);
+        auto fill = [&](Value* dst, Value* from, Value* to) {
+            loop(from, to, i64(1), "im2col.zero", [&](Value* t) { b_.CreateAlignedStore(zero, elem(dst, t), ea); });
+        };
+        loop(i64(0), nc, i64(nr_), "im2col.strip", [&](Value* jr) {
+            Value* cols = smin(i64(nr_), b_.CreateSub(nc, jr));
+            Value* col0 = b_.CreateAdd(jc, jr);
+            Value* y0 = b_.CreateSDiv(col0, im_ow_);
+            Value* x0 = b_.CreateSRem(col0, im_ow_);
+            Value* strip = elem(bp_, b_.CreateMul(jr, kc));
+            loop(i64(0), kc, i64(1), "im2col.k", [&](Value* kk) {
+                Value* ka = b_.CreateAdd(pc, kk);
+                Value* ch = b_.CreateSDiv(ka, im_khw_);
+                Value* r = b_.CreateSRem(ka, im_khw_);
+                Value* ioff = b_.CreateSub(b_.CreateMul(b_.CreateSDiv(r, im_kw_), i64(c.dilation[0])), i64(c.pad[0]));
+                Value* joff = b_.CreateSub(b_.CreateMul(b_.CreateSRem(r, im_kw_), i64(c.dilation[1])), i64(c.pad[1]));
+                Value* plane = elem(xb, b_.CreateMul(ch, plane_elems));
+                Value* d = elem(strip, b_.CreateMul(kk, i64(nr_)));
+                run_loop(cols, y0, x0, [&](Value* q, Value* y, Value* xo, Value* len) {
+                    Value* iy = b_.CreateAdd(b_.CreateMul(y, i64(c.stride[0])), ioff);
+                    Value* row_in = b_.CreateICmpULT(iy, im_h_);  // 0 <= iy < h
+                    Value* base = b_.CreateAdd(b_.CreateMul(xo, i64(c.stride[1])), joff);
+                    const std::int64_t sw = c.stride[1];
+                    // t in [lo, hi) <=> 0 <= base + t * sw < w.
+                    Value* lo = b_.CreateSelect(b_.CreateICmpSGE(base, i64(0)), i64(0),
+                                                b_.CreateSDiv(b_.CreateAdd(b_.CreateNeg(base), i64(sw - 1)), i64(sw)));
+                    Value* room = b_.CreateSub(im_w_, base);
+                    Value* hi = b_.CreateSelect(b_.CreateICmpSGT(room, i64(0)),
+                                                b_.CreateSDiv(b_.CreateAdd(room, i64(sw - 1)), i64(sw)), i64(0));
+                    lo = b_.CreateSelect(row_in, smin(lo, len), len);
+                    hi = b_.CreateSelect(row_in, smax(smin(hi, len), lo), len);
+                    Value* dq = elem(d, q);
+                    Value* src = elem(plane, b_.CreateAdd(b_.CreateMul(iy, im_w_), base));
+                    fill(dq, i64(0), lo);
+                    loop(lo, hi, i64(1), "im2col.copy", [&](Value* t) {
+                        Value* x = b_.CreateAlignedLoad(t_, elem(src, b_.CreateMul(t, i64(sw))), ea);
+                        b_.CreateAlignedStore(x, elem(dq, t), ea);
+                    });
+                    fill(dq, hi, len);
+                });
+                fill(d, cols, i64(nr_));  // the zero padding of a last, partial strip
+            });
+        });
+    }
+
+    // for the runs of `cols` consecutive output pixels starting at (y0, x0), each within one
+    // output row: body(q, y, xo, len) for the run of columns [q, q + len).
+    template <class F> void run_loop(Value* cols, Value* y0, Value* x0, F body) {
+        auto* pre = b_.GetInsertBlock();
+        auto* head = block_named("im2col.run");
+        auto* exit = block_named("im2col.run.exit");
+        b_.CreateBr(head);  // cols >= 1
+        b_.SetInsertPoint(head);
+        auto* q = b_.CreatePHI(b_.getInt64Ty(), 2, "run.q");
+        auto* y = b_.CreatePHI(b_.getInt64Ty(), 2, "run.y");
+        auto* xo = b_.CreatePHI(b_.getInt64Ty(), 2, "run.xo");
+        q->addIncoming(i64(0), pre);
+        y->addIncoming(y0, pre);
+        xo->addIncoming(x0, pre);
+        Value* len = smin(b_.CreateSub(im_ow_, xo), b_.CreateSub(cols, q));
+        body(q, y, xo, len);
+        Value* qn = b_.CreateAdd(q, len);
+        auto* end = b_.GetInsertBlock();
+        q->addIncoming(qn, end);
+        y->addIncoming(b_.CreateAdd(y, i64(1)), end);
+        xo->addIncoming(i64(0), end);
+        b_.CreateCondBr(b_.CreateICmpSLT(qn, cols), head, exit);
+        b_.SetInsertPoint(exit);
     }
 
     struct Tile {

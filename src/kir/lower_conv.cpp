@@ -1,0 +1,181 @@
+// Lowering of conv groups (see lower.h): a conv2d (NCHW input, OIHW weight, optional bias,
+// grouped, strided, dilated, zero padded) and its fused epilogue chain, as an implicit GEMM.
+// For each batch entry b = (sample n, group g) the output block [og, oh * ow] is
+//   C[oc, p] = sum over kk in [0, cg * kh * kw) of W[g * og + oc, kk] * im2col(x)[kk, p]
+// so the kernel is the matmul loop nest of kir.h with A the weight (dense [og, k] at
+// offset g * og * k), B the im2col matrix that kir::Im2col describes (never built: the naive
+// nest computes each element with a select, a blocked backend packs it straight from x),
+// and an outer index that covers a block of output channels and a block of output pixels
+// (MatmulHint::col_block), so that threads split the pixels of one image.
+#include "src/kir/lower_ctx.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace kiln::kir::detail {
+namespace {
+
+using ir::ValueId;
+
+// Output channels per outer index: all of a group's channels in common networks (each
+// block packs the im2col panel once), a multiple of every register tile height (4, 6, 8).
+constexpr std::int64_t kRowBlock = 144;
+// Output pixels per outer index: a few GEMM column panels, enough blocks to split an image
+// across threads.
+constexpr std::int64_t kColBlock = 512;
+
+ExprRef imin(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y)) return index_const(std::min(x, y));
+    return binary(BinaryOp::min, a, b);
+}
+
+ExprRef ceil_div(const ExprRef& a, std::int64_t b) { return idiv(iadd(a, index_const(b - 1)), index_const(b)); }
+
+int input_index(const Lowering& L, ValueId v) {
+    auto it = std::find(L.group.inputs.begin(), L.group.inputs.end(), v);
+    if (it == L.group.inputs.end()) throw Unsupported{"a conv operand is not a group input"};
+    return static_cast<int>(it - L.group.inputs.begin());
+}
+
+// 0 <= v < n for an index expression v (a boolean expression).
+ExprRef in_range(const ExprRef& v, const ExprRef& n) {
+    return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
+}
+
+}  // namespace
+
+void lower_conv(Lowering& L) {
+    const ValueId cv = L.group.nodes.front();
+    const ir::Node& cn = L.node(cv);
+    if (cn.op != ir::Op::conv2d) throw Unsupported{"the group does not start with a conv2d"};
+    if (L.group.outputs.size() != 1) throw Unsupported{"a conv group with more than one output"};
+    const ValueId out = L.group.outputs.front();
+    const ValueId X = cn.inputs[0], Wt = cn.inputs[1];
+    const DType dt = L.node(X).type.dtype;
+    for (ValueId v : cn.inputs)
+        if ((dt != DType::f32 && dt != DType::f64) || L.node(v).type.dtype != dt) {
+            std::ostringstream os;
+            os << "conv2d of " << L.node(v).type.dtype << " is not lowered (f32 and f64 only)";
+            throw Unsupported{os.str()};
+        }
+    const auto& od = cn.type.dims;
+    if (od.size() != 4 || L.node(X).type.rank() != 4 || L.node(Wt).type.rank() != 4) throw Unsupported{"conv2d ranks"};
+    if (L.node(out).type.dims != od) throw Unsupported{"the epilogue changes the conv's shape"};
+    const Type t = compute_type(dt);
+    const auto &stride = cn.attrs.ints("stride"), &padding = cn.attrs.ints("padding"), &dilation = cn.attrs.ints("dilation");
+    const std::int64_t groups = cn.attrs.i("groups");
+    if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2 || groups < 1)
+        throw Unsupported{"conv2d attributes"};
+
+    auto dim = [&](ValueId v, std::size_t axis) {
+        ExprRef e = L.dim_of(v, axis);
+        if (!e) throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(v) + " is not known from any buffer"};
+        return e;
+    };
+    const ExprRef N = dim(X, 0), Cin = dim(X, 1), H = dim(X, 2), Wd = dim(X, 3);
+    const ExprRef O = dim(Wt, 0), CG = dim(Wt, 1), KH = dim(Wt, 2), KW = dim(Wt, 3);
+    const ExprRef OH = dim(out, 2), OW = dim(out, 3);
+    const ExprRef G = index_const(groups);
+    const ExprRef og = idiv(O, G), npix = imul(OH, OW), KHW = imul(KH, KW), K = imul(CG, KHW);
+    const ExprRef batch = imul(N, G);
+    const ExprRef rblocks = ceil_div(og, kRowBlock), cblocks = ceil_div(npix, kColBlock);
+
+    // With padding the nest loads x[x_offset] for padded positions too (the value unused):
+    // fine, since no kernel runs on an empty x (kir::Im2col).
+    const bool padded = padding[0] > 0 || padding[1] > 0;
+
+    const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
+    const ExprRef bv = var(vb), iv = var(vi), jv = var(vj), kv = var(vk);
+    const ExprRef n_idx = idiv(bv, G), g_idx = irem(bv, G);
+    const ExprRef aoff = imul(g_idx, imul(og, K));
+    const ExprRef xoff = imul(iadd(imul(n_idx, Cin), imul(g_idx, CG)), imul(H, Wd));
+    const int xbuf = input_index(L, X), wbuf = input_index(L, Wt);
+
+    // B[kk, p]: kk = (c, i, j), p = (y, xo).
+    const ExprRef c = idiv(kv, KHW), i = irem(idiv(kv, KW), KH), j = irem(kv, KW);
+    const ExprRef y = idiv(jv, OW), xo = irem(jv, OW);
+    const ExprRef iy = iadd(iadd(imul(y, index_const(stride[0])), index_const(-padding[0])), imul(i, index_const(dilation[0])));
+    const ExprRef ix = iadd(iadd(imul(xo, index_const(stride[1])), index_const(-padding[1])), imul(j, index_const(dilation[1])));
+    const ExprRef xidx = iadd(xoff, iadd(imul(iadd(imul(c, H), iy), Wd), ix));
+    ExprRef b_el;
+    if (!padded) {
+        b_el = load(xbuf, t, xidx);  // every (iy, ix) of an unpadded conv lies inside the plane
+    } else {
+        ExprRef inside;
+        if (padding[0] > 0) inside = in_range(iy, H);
+        if (padding[1] > 0) {
+            ExprRef cx = in_range(ix, Wd);
+            inside = inside ? binary(BinaryOp::logical_and, inside, cx) : cx;
+        }
+        b_el = select(inside, load(xbuf, t, select(inside, xidx, xoff)), constant(t, 0.0));
+    }
+
+    // The dot product.
+    const int acc = L.new_temp(t);
+    const ExprRef at = temp(acc, t);
+    std::vector<StmtRef> jbody;
+    jbody.push_back(assign(acc, constant(t, 0.0)));
+    const ExprRef a_el = load(wbuf, t, iadd(aoff, iadd(imul(iv, K), kv)));
+    jbody.push_back(loop(vk, index_const(0), K, {assign(acc, binary(BinaryOp::add, at, binary(BinaryOp::mul, a_el, b_el)))}));
+
+    // The epilogue: bias, then the chain, stored at (n, g * og + oc, p).
+    const ExprRef chan = iadd(imul(g_idx, og), iv);
+    Space sp = L.make_space(out, {0, 1, 2}, {n_idx, chan, jv});
+    std::vector<StmtRef> epi;
+    Phase ph{&sp, &epi, {}};
+    if (cn.inputs.size() == 3) {
+        const int bbuf = input_index(L, cn.inputs[2]);
+        L.special[cv] = [at, bbuf, t, chan](Phase&) { return binary(BinaryOp::add, at, load(bbuf, t, chan)); };
+    } else {
+        L.special[cv] = [at](Phase&) { return at; };
+    }
+    L.store_outputs({out}, ph);
+    for (const StmtRef& s : epi) jbody.push_back(s);
+
+    // outer -> (batch entry, row block, column block).
+    const ExprRef per_batch = imul(rblocks, cblocks);
+    const ExprRef ob = idiv(outer(), per_batch);
+    const ExprRef row0 = imul(irem(idiv(outer(), cblocks), rblocks), index_const(kRowBlock));
+    const ExprRef col0 = imul(irem(outer(), cblocks), index_const(kColBlock));
+    StmtRef jl = loop(vj, col0, imin(iadd(col0, index_const(kColBlock)), npix), std::move(jbody));
+    StmtRef il = loop(vi, row0, imin(iadd(row0, index_const(kRowBlock)), og), {jl});
+    L.k.body = {loop(vb, ob, iadd(ob, index_const(1)), {il})};
+    L.k.extent = imul(batch, per_batch);
+
+    MatmulHint h;
+    h.a = wbuf;
+    h.b = xbuf;
+    h.out = L.output_buffer(out);
+    h.type = t;
+    h.m = og;
+    h.n = npix;
+    h.k = K;
+    h.batch = batch;
+    h.row_block = kRowBlock;
+    h.col_block = kColBlock;
+    h.batch_var = vb;
+    h.row_var = vi;
+    h.col_var = vj;
+    h.acc_temp = acc;
+    h.a_offset = aoff;
+    h.b_offset = xoff;
+    h.epilogue = std::move(epi);
+    Im2col im;
+    im.x = xbuf;
+    im.x_offset = xoff;
+    im.h = H;
+    im.w = Wd;
+    im.kh = KH;
+    im.kw = KW;
+    im.ow = OW;
+    for (int d = 0; d < 2; ++d) {
+        im.stride[d] = stride[static_cast<std::size_t>(d)];
+        im.pad[d] = padding[static_cast<std::size_t>(d)];
+        im.dilation[d] = dilation[static_cast<std::size_t>(d)];
+    }
+    h.im2col = std::move(im);
+    L.k.matmul = std::move(h);
+}
+
+}  // namespace kiln::kir::detail
