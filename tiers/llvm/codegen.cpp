@@ -1,6 +1,7 @@
 // KIR -> LLVM IR (see codegen.h for what is generated). Only IRBuilder-level LLVM here; the
 // JIT, the pass pipeline and dumping live in llvm_tier.cpp.
 #include "tiers/llvm/codegen.h"
+#include "tiers/kir_forms.h"
 #include "tiers/vmath_coeffs.h"
 
 #include <llvm/IR/Constants.h>
@@ -11,6 +12,7 @@
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 #include <vector>
@@ -90,6 +92,8 @@ public:
         setup_params(fn_->getArg(1));
         for (std::size_t t = 0; t < k_.temps.size(); ++t)
             temps_.push_back(b_.CreateAlloca(ltype(k_.temps[t]), nullptr, "t" + std::to_string(t)));
+        never_nan_.assign(k_.temps.size(), 1);
+        find_nan_temps(k_.body);
         if (k_.num_vars < 0) fail(Bailout::backend_error, "malformed kernel: negative num_vars");
         vars_.assign(static_cast<std::size_t>(k_.num_vars), nullptr);
 
@@ -220,9 +224,47 @@ private:
         fail(Bailout::backend_error, "malformed kernel: unknown statement");
     }
 
-    // `t = t + x`, `t = max(t, x)`, `t = min(t, x)` on floats (either operand order): the
-    // reduction forms the loop vectoriser recognises. Null when `value` is not one.
+    // Clears never_nan_ for the temps that may hold NaN: those with an assignment that is
+    // neither a constant other than NaN nor a NaN-skipping extreme of themselves.
+    void find_nan_temps(const std::vector<kir::StmtRef>& ss) {
+        for (const auto& s : ss) {
+            if (s->kind == kir::StmtKind::Loop) find_nan_temps(s->body);
+            if (s->kind != kir::StmtKind::Assign || !s->value || s->var < 0 ||
+                static_cast<std::size_t>(s->var) >= never_nan_.size())
+                continue;
+            bool max = false;
+            const Expr& v = *s->value;
+            const bool ok = (v.kind == ExprKind::Const && !std::isnan(v.f)) || tiers::nan_skipping_extreme(s->var, v, max);
+            if (!ok) never_nan_[static_cast<std::size_t>(s->var)] = 0;
+        }
+    }
+
+    // `t = x > t ? x : t` (`<`: min) where t is never NaN: maxnum(t, x'), with x' = x > -inf
+    // ? x : -inf (a NaN x becomes the identity; one max instruction). Neither operand can be
+    // NaN, so maxnum's nnan flag states a fact, and nnan + nsz are what the loop vectoriser
+    // needs to see a max reduction. Only the sign of an equal zero may differ from the select.
+    Value* emit_nan_skipping_extreme(int t, const Expr& value) {
+        bool max = false;
+        const kir::ExprRef x = tiers::nan_skipping_extreme(t, value, max);
+        if (!x || !never_nan_[static_cast<std::size_t>(t)]) return nullptr;
+        Value* xv = emit(x);
+        llvm::Type* ty = xv->getType();
+        Value* id = fconst(ty, max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+        Value* xs = b_.CreateSelect(max ? b_.CreateFCmpOGT(xv, id) : b_.CreateFCmpOLT(xv, id), xv, id);
+        Value* acc = b_.CreateLoad(ty, temps_[static_cast<std::size_t>(t)]);
+        Value* r = b_.CreateBinaryIntrinsic(max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, acc, xs);
+        llvm::FastMathFlags f;
+        f.setNoNaNs();
+        f.setNoSignedZeros();
+        llvm::cast<llvm::Instruction>(r)->setFastMathFlags(f);
+        return r;
+    }
+
+    // `t = t + x`, `t = max(t, x)`, `t = min(t, x)` on floats (either operand order) and the
+    // NaN-skipping extremes above: the reduction forms the loop vectoriser recognises. Null
+    // when `value` is not one.
     Value* emit_accumulation(int t, const Expr& value) {
+        if (value.kind == ExprKind::Select) return emit_nan_skipping_extreme(t, value);
         if (value.kind != ExprKind::Binary || !kir::is_float(value.type)) return nullptr;
         if (value.bop != BinaryOp::add && value.bop != BinaryOp::max && value.bop != BinaryOp::min) return nullptr;
         auto is_t = [t](const kir::ExprRef& e) { return e->kind == ExprKind::Temp && e->id == t; };
@@ -727,6 +769,7 @@ private:
     std::vector<Value*> bufs_, params_, vars_;
     std::vector<llvm::MDNode*> scope_, noalias_;
     std::vector<llvm::AllocaInst*> temps_;
+    std::vector<char> never_nan_;  // per temp: never holds NaN (find_nan_temps)
     Value* outer_ = nullptr;
     std::unordered_map<const Expr*, Value*> memo_;
 };
