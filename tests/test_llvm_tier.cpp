@@ -542,6 +542,9 @@ TEST_CASE("llvm: loops vectorise (dumped IR and assembly)") {
     CHECK(softmax_ll.find("llvm.vector.reduce.fadd") != std::string::npos);
     // So does a max that skips NaN (lowered softmax rows), as a plain max reduction.
     CHECK(extreme_ll.find("llvm.vector.reduce.fmax") != std::string::npos);
+    // Row kernels prefetch the next row (one outer index ahead); flat maps do not.
+    CHECK(softmax_ll.find("llvm.prefetch") != std::string::npos);
+    CHECK(ll.find("llvm.prefetch") == std::string::npos);
 }
 
 TEST_CASE("llvm: compile latency (measured, not asserted)") {

@@ -102,6 +102,7 @@ public:
         } else {
             emit_loop_over(fn_->getArg(2), fn_->getArg(3), "outer", [&](Value* iv) {
                 outer_ = iv;
+                prefetch_next_rows(iv);
                 for (const auto& s : k_.body) emit_stmt(*s);
             });
         }
@@ -165,6 +166,86 @@ private:
             p->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
             params_.push_back(p);
         }
+    }
+
+    // ---- prefetching the next row ----
+
+    // Whether e is index arithmetic on the outer index, params and constants only (`outer`
+    // set when it mentions the outer index).
+    static bool outer_offset(const Expr& e, bool& outer) {
+        switch (e.kind) {
+        case ExprKind::Const: case ExprKind::Param: return true;
+        case ExprKind::Outer: outer = true; return true;
+        case ExprKind::Unary: case ExprKind::Binary: case ExprKind::Cast: break;
+        default: return false;
+        }
+        for (const auto& a : e.args)
+            if (!outer_offset(*a, outer)) return false;
+        return true;
+    }
+    // X in an index `X + v` (either order) of loop variable v, X an outer offset (above).
+    static kir::ExprRef row_start(const Expr& idx, int v) {
+        if (idx.kind != ExprKind::Binary || idx.bop != BinaryOp::add) return nullptr;
+        for (std::size_t i = 0; i < 2; ++i) {
+            const Expr& other = *idx.args[1 - i];
+            bool outer = false;
+            if (other.kind == ExprKind::Var && other.id == v && outer_offset(*idx.args[i], outer) && outer) return idx.args[i];
+        }
+        return nullptr;
+    }
+    struct RowAccess {
+        int buffer;
+        kir::ExprRef start;      // of the row, for the outer index
+        const kir::Stmt* loop;   // that runs over it
+    };
+    static void row_loads(const Expr& e, const kir::Stmt& loop, std::vector<RowAccess>& out) {
+        if (e.kind == ExprKind::Load)
+            if (kir::ExprRef x = row_start(*e.args[0], loop.var)) out.push_back({e.id, x, &loop});
+        for (const auto& a : e.args) row_loads(*a, loop, out);
+    }
+
+    // Row kernels (softmax, norms) make several passes over each row of their inputs and
+    // output, one row per outer index. The first pass over a row waits on memory: a row
+    // often fills a 4 KB page, which the hardware prefetchers do not cross, and the passes
+    // that follow cannot start before the first one's reduction. So at the start of row
+    // `outer`, every row that a top-level loop of the body reads or writes at `X(outer) + v`
+    // is prefetched for row outer + 1, one instruction per 64-byte line (for writing where
+    // the buffer is an output); its passes then find it in cache. Prefetches never fault,
+    // so the rows past the end of the range or buffer are harmless.
+    void prefetch_next_rows(Value* iv) {
+        std::vector<RowAccess> rows;
+        for (const auto& s : k_.body) {
+            bool outer = false;
+            if (s->kind != kir::StmtKind::Loop || !outer_offset(*s->begin, outer) || !outer_offset(*s->end, outer)) continue;
+            for (const auto& st : s->body) {
+                if (st->kind == kir::StmtKind::Store)
+                    if (kir::ExprRef x = row_start(*st->index, s->var)) rows.push_back({st->buffer, x, s.get()});
+                if (st->kind != kir::StmtKind::Loop && st->value) row_loads(*st->value, *s, rows);
+            }
+        }
+        std::vector<char> done(k_.buffers.size(), 0);
+        Value* saved = outer_;
+        outer_ = b_.CreateAdd(iv, b_.getInt64(1));
+        for (const RowAccess& r : rows) {
+            if (r.buffer < 0 || static_cast<std::size_t>(r.buffer) >= done.size() || done[static_cast<std::size_t>(r.buffer)]) continue;
+            done[static_cast<std::size_t>(r.buffer)] = 1;
+            memo_.clear();
+            const DType d = buffer(r.buffer).dtype;
+            Value* begin = emit_typed(r.loop->begin, Type::index);
+            Value* end = emit_typed(r.loop->end, Type::index);
+            Value* first = b_.CreateAdd(emit_typed(r.start, Type::index), begin);
+            Value* base = b_.CreateGEP(storage_type(d), bufs_[static_cast<std::size_t>(r.buffer)], first);  // not inbounds
+            Value* bytes = b_.CreateMul(b_.CreateSub(end, begin), b_.getInt64(dtype_size(d)));
+            Value* lines = b_.CreateAShr(b_.CreateAdd(bytes, b_.getInt64(63)), 6);
+            const bool write = buffer(r.buffer).output;
+            emit_loop_over(b_.getInt64(0), lines, "prefetch", [&](Value* line) {
+                Value* p = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateShl(line, 6));
+                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                                   {p, b_.getInt32(write ? 1 : 0), b_.getInt32(3), b_.getInt32(1)});
+            });
+        }
+        outer_ = saved;
+        memo_.clear();
     }
 
     // ---- statements ----
