@@ -646,7 +646,7 @@ private:
     // through r, so no final select is needed (and no fptosi, which would be poison on NaN).
     Value* exp_f32(Value* x) {
         llvm::Type* ty = x->getType();
-        // `x < lo ? lo : x` keeps NaN and is one max instruction (maxnum would need a fix-up).
+        // `x < lo ? lo : x` keeps NaN and is one max instruction (maxnum would make NaN lo).
         Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(ty, -104.0)), fconst(ty, -104.0), x);
         xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, fconst(ty, 89.0)), fconst(ty, 89.0), xc);
         // Adding 1.5 * 2^23 rounds to an integer (the sum's last bit is worth 1) and leaves
