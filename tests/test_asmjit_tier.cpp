@@ -142,6 +142,18 @@ TEST_CASE("asmjit: every unary op on f32 and f64 against the interpreter's formu
     }
 }
 
+TEST_CASE("asmjit: f32 exp over its whole range (subnormal results, overflow, NaN) and NaN-skipping row max/min, at every width") {
+    if (host_lacks_tier1()) return;
+    for (int w : kWidths) {
+        CAPTURE(w);
+        WidthScope ws(w);
+        const double worst = tier_test::check_exp_range(tier());
+        if (w == 64) MESSAGE("f32 exp: max " << worst << " ulp vs exp in double");
+        CHECK(tiers::asmjit_loop_report(tier_test::row_extreme_kernel(true, -HUGE_VAL)).vector_loops == (w ? 1 : 0));
+        tier_test::check_nan_skipping_extremes(tier());
+    }
+}
+
 TEST_CASE("asmjit: elementwise with a broadcast row, odd sizes, chunked outer ranges, zero extents") {
     if (host_lacks_tier1()) return;
     // y[o, j] = (a[o, j] + b[j]) * a[o, j] - max(a, b); rows = param 0, cols = param 1.

@@ -209,6 +209,39 @@ TEST_CASE("kir: softmax and log_softmax rows with fused producers and consumers,
         }
 }
 
+TEST_CASE("kir: softmax and log_softmax rows with NaN, infinities and all -inf (the row max skips NaN)") {
+    // The lowering's row max skips NaN (src/kir/lower_row.cpp); the outputs must still be
+    // the interpreter's: every element of a row with a NaN is NaN, +inf and all -inf rows too.
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const std::int64_t C = 37;
+    std::vector<std::vector<double>> rows(8);
+    std::mt19937_64 rng(5150);
+    std::uniform_real_distribution<double> u(-8.0, 8.0);
+    for (auto& row : rows)
+        for (std::int64_t j = 0; j < C; ++j) row.push_back(u(rng));
+    rows[1][0] = nan;                                   // NaN first
+    rows[2][C / 2] = nan;                               // inside
+    rows[3][C - 1] = nan;                               // last
+    rows[4].assign(C, nan);                             // all NaN
+    rows[5][3] = inf;                                   // +inf: NaN at it (inf - inf), 0 elsewhere
+    rows[6].assign(C, -inf);                            // all -inf: NaN (-inf - -inf)
+    rows[7][4] = inf;                                   // +inf and NaN
+    rows[7][9] = nan;
+    std::vector<double> flat;
+    for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+    for (DType dt : {DType::f32, DType::f64})
+        for (bool log : {false, true}) {
+            INFO("dtype ", ref::dname(dt), log ? " log_softmax" : " softmax");
+            Tensor x = dt == DType::f32 ? Tensor::from_vector(std::vector<float>(flat.begin(), flat.end()), {8, C})
+                                        : Tensor::from_vector(flat, {8, C});
+            kiln::Graph kg = kiln::trace("softmax", {ref::arg_like("x", x)}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+                return {log ? kiln::log_softmax(in[0], -1) : kiln::softmax(in[0], -1)};
+            });
+            RunStats st = check_graph(kg, {x});
+            CHECK(st.lowered == st.groups);
+        }
+}
+
 TEST_CASE("kir: layer_norm and rms_norm rows, every float dtype") {
     for (DType dt : ref::float_dtypes())
         for (const Shape& s : std::vector<Shape>{{4, 8}, {3, 5, 7}, {1, 1}, {2, 0}, {0, 4}, {6, 129}}) {

@@ -158,6 +158,14 @@ TEST_CASE("llvm: every unary op on f32 against the interpreter's formulas") { ch
 
 TEST_CASE("llvm: every unary op on f64 against the interpreter's formulas") { check_unary_ops<double>(DType::f64); }
 
+TEST_CASE("llvm: f32 exp over its whole range: subnormal results, overflow, NaN") {
+    MESSAGE("f32 exp: max " << tier_test::check_exp_range(tier()) << " ulp vs exp in double");
+}
+
+TEST_CASE("llvm: row max/min that skip NaN (softmax's row max) against the evaluator") {
+    tier_test::check_nan_skipping_extremes(tier());
+}
+
 TEST_CASE("llvm: float binary ops, max/min NaN propagation, comparisons") {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const std::vector<float> xs = {1.0f, -2.0f, nan, 3.0f, nan, -0.0f, 0.0f, inf, -inf, 2.0f};
@@ -508,15 +516,17 @@ TEST_CASE("llvm: loops vectorise (dumped IR and assembly)") {
     k.name = "gelu_x_sigmoid";
     REQUIRE(t->compile(k, {}).bailout == Bailout::none);
     REQUIRE(t->compile(softmax_kernel(DType::f32), {}).bailout == Bailout::none);
+    REQUIRE(t->compile(tier_test::row_extreme_kernel(true, -HUGE_VAL), {}).bailout == Bailout::none);
     auto slurp = [](const std::filesystem::path& p) {
         std::ifstream f(p);
         return std::string(std::istreambuf_iterator<char>(f), {});
     };
-    std::string ll, s, softmax_ll;
+    std::string ll, s, softmax_ll, extreme_ll;
     for (auto& e : std::filesystem::directory_iterator(dir)) {
-        const bool softmax = e.path().filename().string().rfind("softmax_row.", 0) == 0;
-        if (e.path().extension() == ".ll") (softmax ? softmax_ll : ll) = slurp(e.path());
-        if (e.path().extension() == ".s" && !softmax) s = slurp(e.path());
+        const std::string name = e.path().filename().string();
+        const bool softmax = name.rfind("softmax_row.", 0) == 0, extreme = name.rfind("row_extreme.", 0) == 0;
+        if (e.path().extension() == ".ll") (softmax ? softmax_ll : extreme ? extreme_ll : ll) = slurp(e.path());
+        if (e.path().extension() == ".s" && !softmax && !extreme) s = slurp(e.path());
     }
     std::filesystem::remove_all(dir);
     REQUIRE(!ll.empty());
@@ -530,6 +540,11 @@ TEST_CASE("llvm: loops vectorise (dumped IR and assembly)") {
     // The row reductions of softmax (max, then sum) vectorise too.
     CHECK(softmax_ll.find("llvm.vector.reduce.fmaximum") != std::string::npos);
     CHECK(softmax_ll.find("llvm.vector.reduce.fadd") != std::string::npos);
+    // So does a max that skips NaN (lowered softmax rows), as a plain max reduction.
+    CHECK(extreme_ll.find("llvm.vector.reduce.fmax") != std::string::npos);
+    // Row kernels prefetch the next row (one outer index ahead); flat maps do not.
+    CHECK(softmax_ll.find("llvm.prefetch") != std::string::npos);
+    CHECK(ll.find("llvm.prefetch") == std::string::npos);
 }
 
 TEST_CASE("llvm: compile latency (measured, not asserted)") {

@@ -163,6 +163,109 @@ template <class C> std::vector<C> test_values(int random) {
     return v;
 }
 
+// f32 exp against exp in double over [-110, 95] (every 1009th float, so every binade and
+// the subnormal results) and special values: within 1.1 ulp (the approximation's measured
+// maximum over all floats is 1.06), inf from 88.73 on, 0 below -103.98, NaN stays NaN.
+// Returns the largest error seen, in ulps.
+inline double check_exp_range(tiers::Tier& tier) {
+    std::vector<float> in = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(), 0.0f, -0.0f,
+                             std::numeric_limits<float>::denorm_min(), 88.72283f, 88.72284f, -87.33654f, -103.97f,
+                             -103.98f, -104.0f, -1e30f};
+    for (float x = 95.0f; x >= -110.0f;) {
+        in.push_back(x);
+        const auto b = std::bit_cast<std::uint32_t>(x);
+        x = std::bit_cast<float>(x > 0 ? b - 1009 : x == 0 ? 0x80000001u : b + 1009);
+    }
+    kir::Kernel k = map_kernel(DType::f32, DType::f32, [](kir::ExprRef x) { return kir::unary(kir::UnaryOp::exp, x); });
+    auto ck = compile_ok(tier, k);
+    std::vector<float> out(in.size());
+    call(*ck, {in.data(), out.data()}, {static_cast<I64>(in.size())}, 0, static_cast<I64>(in.size()));
+    double worst = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const double want = std::exp(static_cast<double>(in[i]));
+        const float got = out[i];
+        CAPTURE(in[i]);
+        CAPTURE(got);
+        if (std::isnan(in[i])) {
+            CHECK(std::isnan(got));
+        } else if (want >= static_cast<double>(std::numeric_limits<float>::max()) * (1 + 0x1p-25)) {
+            CHECK(got == std::numeric_limits<float>::infinity());
+        } else {
+            int e = 0;
+            std::frexp(want, &e);
+            const double ulp = std::ldexp(1.0, std::max(e - 24, -149));
+            const double err = std::fabs(static_cast<double>(got) - want) / ulp;
+            worst = std::max(worst, err);
+            CHECK(err <= 1.1);
+        }
+    }
+    return worst;
+}
+
+// y[r] = the max (or min) of row r of x [rows, cols] (cols = param 0) that skips NaN:
+// t = init; t = select(x > t, x, t) (`<` for min) over the row (softmax's row max).
+inline kir::Kernel row_extreme_kernel(bool max, double init) {
+    using namespace kir;
+    Kernel k;
+    k.name = "row_extreme";
+    k.buffers = {{"x", DType::f32, false}, {"y", DType::f32, true}};
+    k.params = {"cols"};
+    k.param_sources = {{0, 1}};
+    k.temps = {Type::f32};
+    k.num_vars = 1;
+    auto x = load(0, Type::f32, binary(BinaryOp::add, binary(BinaryOp::mul, outer(), param(0)), var(0)));
+    auto t = temp(0, Type::f32);
+    k.body = {assign(0, constant(Type::f32, init)),
+              loop(0, index_const(0), param(0), {assign(0, select(binary(max ? BinaryOp::gt : BinaryOp::lt, x, t), x, t))}),
+              store(1, outer(), t)};
+    return k;
+}
+
+// Row extremes that skip NaN, `t = select(x > t, x, t)` (max) and `select(x < t, x, t)`
+// (min) from an initial t (the form of softmax's row max; tiers/kir_forms.h), against the
+// KIR evaluator: rows with NaN first, inside, last or everywhere, infinities and zeros of
+// both signs, odd and vector-sized lengths. From a NaN start every row stays NaN.
+inline void check_nan_skipping_extremes(tiers::Tier& tier) {
+    using namespace kir;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (bool max : {true, false})
+        for (double init : {max ? -HUGE_VAL : HUGE_VAL, 0.5, static_cast<double>(nan)})
+            for (I64 C : {1, 7, 16, 133, 1024}) {
+                CAPTURE(max);
+                CAPTURE(init);
+                CAPTURE(C);
+                const Kernel k = row_extreme_kernel(max, init);
+                const I64 R = 8;
+                std::vector<float> in(static_cast<std::size_t>(R * C)), out(R), want(R);
+                std::mt19937 rng(static_cast<unsigned>(C));
+                std::normal_distribution<float> nd(0.0f, 3.0f);
+                for (auto& v : in) v = nd(rng);
+                auto at = [&](I64 r, I64 j) -> float& { return in[static_cast<std::size_t>(r * C + j)]; };
+                at(1, 0) = nan;
+                at(2, C / 2) = nan;
+                at(3, C - 1) = nan;
+                for (I64 j = 0; j < C; ++j) at(4, j) = nan;
+                at(5, C / 3) = inf;
+                at(5, C - 1) = -inf;
+                at(5, 0) = nan;
+                for (I64 j = 0; j < C; ++j) at(6, j) = j % 2 ? -inf : nan;
+                for (I64 j = 0; j < C; ++j) at(7, j) = j % 2 ? 0.0f : -0.0f;
+                auto ck = compile_ok(tier, k);
+                call(*ck, {in.data(), out.data()}, {C}, 0, 3);
+                call(*ck, {in.data(), out.data()}, {C}, 3, R);
+                void* bufs[] = {in.data(), want.data()};
+                evaluate(k, bufs, &C, 0, R);
+                for (I64 r = 0; r < R; ++r) {
+                    CAPTURE(r);
+                    const float g = out[static_cast<std::size_t>(r)], w = want[static_cast<std::size_t>(r)];
+                    if (std::isnan(w)) CHECK(std::isnan(g));
+                    else CHECK(g == w);  // an equal zero's sign may differ
+                }
+            }
+}
+
 #define X(n) kir::UnaryOp::n,
 inline constexpr kir::UnaryOp kUnaryOps[] = {KIR_UNARY_OPS(X)};
 #undef X

@@ -171,6 +171,14 @@ private:
         };
     }
 
+    // The next running max of a softmax row: v > m ? v : m, which skips a NaN v where KIR's
+    // `max` would propagate it, and compiles to a plain max (NaN-propagating max needs
+    // fix-ups on x86). The results are the same: a NaN element gives exp(NaN - m) = NaN,
+    // so the sum and every output of its row are NaN whatever m is (as the interpreter,
+    // which propagates it); +inf and all -inf rows get the same m either way. m starts at
+    // -inf, so it is never NaN.
+    static ExprRef row_max(const ExprRef& m, const ExprRef& v) { return select(binary(BinaryOp::gt, v, m), v, m); }
+
     void softmax(ValueId r, bool log, bool last) {
         const ValueId x = L.node(r).inputs[0];
         const Type st = st_of(r);
@@ -183,8 +191,7 @@ private:
         auto sc = [st](double v) { return constant(st, v); };
         const int mx = init_temp(st, sc(-std::numeric_limits<double>::infinity()));
         const ExprRef m = temp(mx, st);
-        // mx = max(mx, v): a NaN propagates and makes the whole row NaN, as in the interpreter.
-        pass(x, st, [&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v))); });
+        pass(x, st, [&](Phase& ph, const ExprRef& v) { ph.out->push_back(assign(mx, row_max(m, v))); });
         const int sum = init_temp(st, sc(0.0));
         const ExprRef s = temp(sum, st);
         pass(x, st, [&](Phase& ph, const ExprRef& v) {
@@ -206,10 +213,9 @@ private:
         const ValueId x = L.node(r).inputs[0];
         const int mx = init_temp(st, constant(st, -std::numeric_limits<double>::infinity()));
         const ExprRef m = temp(mx, st);
-        // A NaN propagates through the max and makes the whole row NaN, as in the interpreter.
         pass(x, st, [&](Phase& ph, const ExprRef& v) {
             ph.out->push_back(store(ob, L.offset(r, *ph.space), v));
-            ph.out->push_back(assign(mx, binary(BinaryOp::max, m, v)));
+            ph.out->push_back(assign(mx, row_max(m, v)));
         });
         const int sum = init_temp(st, constant(st, 0.0));
         const ExprRef s = temp(sum, st);

@@ -1,5 +1,6 @@
 // What tier 1 compiles, and which loops become vector loops (see analyze.h).
 #include "tiers/asmjit/analyze.h"
+#include "tiers/kir_forms.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -220,9 +221,10 @@ public:
         for (const auto& s : body) {
             if (s->kind != StmtKind::Assign) continue;
             const auto t = static_cast<std::size_t>(s->var);
-            if (const ExprRef x = accumulator_operand(*s)) {
+            LoopPlan::Reduction red;
+            if (accumulator_operand(*s, red)) {
                 p_.reduction_of[s.get()] = static_cast<int>(p_.reductions.size());
-                p_.reductions.push_back({s->var, s->value->bop, x});
+                p_.reductions.push_back(red);
             } else if (k_.temps[t] != Type::f32 && k_.temps[t] != Type::boolean) {
                 throw NotVector{"a per-iteration temp of type " + std::string(kir::type_name(k_.temps[t]))};
             }
@@ -267,15 +269,21 @@ private:
     std::vector<const Expr*> store_index_;
     std::vector<int> reduction_temp_;
 
-    // t = t op x or t = x op t (op add, max or min on f32), x not reading t: x; else null.
-    ExprRef accumulator_operand(const Stmt& s) const {
+    // t = t op x or t = x op t (op add, max or min on f32), or a NaN-skipping extreme
+    // t = select(x > t, x, t) (`<`: min; tiers/kir_forms.h), x not reading t: fills `red`.
+    bool accumulator_operand(const Stmt& s, LoopPlan::Reduction& red) const {
         const Expr& e = *s.value;
-        if (k_.temps[static_cast<std::size_t>(s.var)] != Type::f32 || e.kind != ExprKind::Binary) return nullptr;
-        if (e.bop != BinaryOp::add && e.bop != BinaryOp::max && e.bop != BinaryOp::min) return nullptr;
-        auto is_t = [&](const ExprRef& a) { return a->kind == ExprKind::Temp && a->id == s.var; };
-        ExprRef x = is_t(e.args[0]) ? e.args[1] : is_t(e.args[1]) ? e.args[0] : nullptr;
-        if (!x || reads_temp(*x, s.var)) return nullptr;
-        return x;
+        if (k_.temps[static_cast<std::size_t>(s.var)] != Type::f32) return false;
+        ExprRef x;
+        bool max = false;
+        if (e.kind == ExprKind::Binary && (e.bop == BinaryOp::add || e.bop == BinaryOp::max || e.bop == BinaryOp::min)) {
+            auto is_t = [&](const ExprRef& a) { return a->kind == ExprKind::Temp && a->id == s.var; };
+            x = is_t(e.args[0]) ? e.args[1] : is_t(e.args[1]) ? e.args[0] : nullptr;
+            red = {s.var, e.bop, x, false};
+        } else if ((x = nan_skipping_extreme(s.var, e, max))) {
+            red = {s.var, max ? BinaryOp::max : BinaryOp::min, x, true};
+        }
+        return x && !reads_temp(*x, s.var);
     }
     static bool reads_temp(const Expr& e, int t) {
         if (e.kind == ExprKind::Temp && e.id == t) return true;

@@ -14,8 +14,8 @@
 //   invariant values; a store at an invariant index is not allowed;
 // - the values that depend on its variable are f32 or bool (a lane mask) and are computed
 //   by ops the vector code has (every f32 op but pow, sin and cos);
-// - each temp assigned in it is either an accumulator (`t = t + x`, `max(t, x)`, `min(t, x)`
-//   in f32, t read nowhere else in the loop) or a per-iteration temp (f32 or bool, assigned
+// - each temp assigned in it is either an accumulator (`t = t + x`, `max(t, x)`, `min(t, x)`,
+//   `select(x > t, x, t)`, `select(x < t, x, t)` in f32, t read nowhere else in the loop) or a per-iteration temp (f32 or bool, assigned
 //   before any read in the body, used nowhere outside the loop).
 // Tests: tests/test_asmjit_tier.cpp.
 #include "tiers/tier.h"
@@ -51,6 +51,7 @@ struct LoopPlan {
         int temp = -1;
         kir::BinaryOp op = kir::BinaryOp::add;
         kir::ExprRef operand;  // x in t = op(t, x)
+        bool skips_nan = false;  // t = x > t ? x : t (`<` for min), tiers/kir_forms.h
     };
     std::vector<Reduction> reductions;
     std::vector<char> assigned;                           // per temp: assigned in the loop

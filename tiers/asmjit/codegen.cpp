@@ -270,6 +270,14 @@ F kir_minmax(Lanes& o, BinaryOp op, F x, F y) {
     return o.select(visnan(o, x), x, r);
 }
 
+// One step of a reduction on lanes: acc + x, KIR's max/min, or a NaN-skipping extreme
+// x > acc ? x : acc (x86's max with x first gives acc when either is NaN; `<` for min).
+F reduce_step(Lanes& o, const LoopPlan::Reduction& r, F acc, F x) {
+    if (r.op == BinaryOp::add) return o.add(acc, x);
+    if (!r.skips_nan) return kir_minmax(o, r.op, acc, x);
+    return r.op == BinaryOp::max ? o.max_x86(x, acc) : o.min_x86(x, acc);
+}
+
 // The f32 unary ops that are the same in scalar and vector code (all but sin and cos).
 F f32_unary(Lanes& o, UnaryOp op, F x) {
     switch (op) {
@@ -523,9 +531,9 @@ private:
         cc_.bind(post);
         for (std::size_t r = 0; r < plan.reductions.size(); ++r) {
             const auto& red = plan.reductions[r];
-            F total = horizontal(o, red.op, L.acc[r]);
+            F total = horizontal(o, red, L.acc[r]);
             Temp& t = temps_[static_cast<std::size_t>(red.temp)];
-            F combined = red.op == BinaryOp::add ? s_.add(t.f, total) : kir_minmax(s_, red.op, t.f, total);
+            F combined = reduce_step(s_, red, t.f, total);
             cc_.vmovaps(s_.reg(t.f), s_.reg(combined));
         }
         cc_.bind(exit);
@@ -534,12 +542,11 @@ private:
     }
 
     // Reduces the lanes of `acc` to lane 0 of an xmm register of the scalar Lanes.
-    F horizontal(Lanes& o, BinaryOp op, F acc) {
+    F horizontal(Lanes& o, const LoopPlan::Reduction& red, F acc) {
         x86::Vec v = o.reg(acc);
         auto combine = [&](const x86::Vec& a, const x86::Vec& b) {
             Lanes& l = s_;
-            F fa = l.wrap(a), fb = l.wrap(b);
-            return l.reg(op == BinaryOp::add ? l.add(fa, fb) : kir_minmax(l, op, fa, fb));
+            return l.reg(reduce_step(l, red, l.wrap(a), l.wrap(b)));
         };
         if (v.size() == 64) {
             x86::Ymm hi = cc_.newYmm();
@@ -587,7 +594,7 @@ private:
                 const auto& red = L.plan->reductions[static_cast<std::size_t>(it->second)];
                 F acc = L.acc[static_cast<std::size_t>(it->second)];
                 F x = vf(red.operand);
-                F r = red.op == BinaryOp::add ? o.add(acc, x) : kir_minmax(o, red.op, acc, x);
+                F r = reduce_step(o, red, acc, x);
                 if (masked) r = o.select(L.tail, r, acc);
                 cc_.vmovaps(o.reg(acc), o.reg(r));
                 continue;

@@ -18,9 +18,6 @@ template <std::size_t N> F horner(LaneOps& o, const float (&c)[N], F x) {
     return p;
 }
 
-// 2^n for i32 lanes n in [-126, 127], built from the exponent bits.
-F pow2i(LaneOps& o, F n) { return o.shl_i32(o.add_i32(n, o.bits(127)), 23); }
-
 }  // namespace
 
 F vabs(LaneOps& o, F x) { return o.bit_and(x, o.bits(0x7fffffffu)); }
@@ -31,18 +28,21 @@ F vcopysign(LaneOps& o, F mag, F sign) {
 K visnan(LaneOps& o, F x) { return o.cmp(x, x, Cmp::unord_q); }
 
 F vexp(LaneOps& o, F x) {
-    // Clamp (a NaN becomes a number here and is restored at the end).
-    F xc = o.min_x86(o.max_x86(x, o.constant(-104.0f)), o.constant(89.0f));
-    F n = o.round(o.mul(xc, o.constant(1.44269504088896341f)), 0);
+    // Clamps that keep NaN (it reaches the result through r, no select at the end).
+    F xc = o.max_x86(o.constant(-104.0f), x);
+    xc = o.min_x86(o.constant(89.0f), xc);
+    // t = magic + 254 + n, t1 = magic + 127 + n1 in their low bits (1.5 * 2^23 rounds to an
+    // integer); 2^n = 2^n1 * 2^n2 from the bits shifted into the exponent field.
+    constexpr float magic = 12582912.0f;
+    F t = o.fma(xc, o.constant(1.44269504088896341f), o.constant(magic + 254.0f));
+    F t1 = o.fma(xc, o.constant(0.5f * 1.44269504088896341f), o.constant(magic + 127.0f));
+    F n = o.sub(t, o.constant(magic + 254.0f));
     F r = o.fma(n, o.constant(-0.693359375f), xc);
     r = o.fma(n, o.constant(2.12194440e-4f), r);
-    F p = horner(o, kExpP, r);
-    F y = o.add(o.fma(p, o.mul(r, r), r), o.constant(1.0f));
-    F ni = o.to_i32(n);  // n in [-150, 128]: exact
-    F n1 = o.sar_i32(ni, 1);
-    F n2 = o.sub_i32(ni, n1);
-    F res = o.mul(o.mul(y, pow2i(o, n1)), pow2i(o, n2));
-    return o.select(visnan(o, x), x, res);
+    F y = o.fma(horner(o, kExpP, r), r, o.constant(1.0f));
+    F s1 = o.shl_i32(t1, 23);
+    F s2 = o.shl_i32(o.sub_i32(t, t1), 23);
+    return o.mul(o.mul(y, s1), s2);
 }
 
 F vlog(LaneOps& o, F x) {

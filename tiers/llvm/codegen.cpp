@@ -1,6 +1,7 @@
 // KIR -> LLVM IR (see codegen.h for what is generated). Only IRBuilder-level LLVM here; the
 // JIT, the pass pipeline and dumping live in llvm_tier.cpp.
 #include "tiers/llvm/codegen.h"
+#include "tiers/kir_forms.h"
 #include "tiers/vmath_coeffs.h"
 
 #include <llvm/IR/Constants.h>
@@ -11,6 +12,7 @@
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 #include <vector>
@@ -90,6 +92,8 @@ public:
         setup_params(fn_->getArg(1));
         for (std::size_t t = 0; t < k_.temps.size(); ++t)
             temps_.push_back(b_.CreateAlloca(ltype(k_.temps[t]), nullptr, "t" + std::to_string(t)));
+        never_nan_.assign(k_.temps.size(), 1);
+        find_nan_temps(k_.body);
         if (k_.num_vars < 0) fail(Bailout::backend_error, "malformed kernel: negative num_vars");
         vars_.assign(static_cast<std::size_t>(k_.num_vars), nullptr);
 
@@ -98,6 +102,7 @@ public:
         } else {
             emit_loop_over(fn_->getArg(2), fn_->getArg(3), "outer", [&](Value* iv) {
                 outer_ = iv;
+                prefetch_next_rows(iv);
                 for (const auto& s : k_.body) emit_stmt(*s);
             });
         }
@@ -163,6 +168,86 @@ private:
         }
     }
 
+    // ---- prefetching the next row ----
+
+    // Whether e is index arithmetic on the outer index, params and constants only (`outer`
+    // set when it mentions the outer index).
+    static bool outer_offset(const Expr& e, bool& outer) {
+        switch (e.kind) {
+        case ExprKind::Const: case ExprKind::Param: return true;
+        case ExprKind::Outer: outer = true; return true;
+        case ExprKind::Unary: case ExprKind::Binary: case ExprKind::Cast: break;
+        default: return false;
+        }
+        for (const auto& a : e.args)
+            if (!outer_offset(*a, outer)) return false;
+        return true;
+    }
+    // X in an index `X + v` (either order) of loop variable v, X an outer offset (above).
+    static kir::ExprRef row_start(const Expr& idx, int v) {
+        if (idx.kind != ExprKind::Binary || idx.bop != BinaryOp::add) return nullptr;
+        for (std::size_t i = 0; i < 2; ++i) {
+            const Expr& other = *idx.args[1 - i];
+            bool outer = false;
+            if (other.kind == ExprKind::Var && other.id == v && outer_offset(*idx.args[i], outer) && outer) return idx.args[i];
+        }
+        return nullptr;
+    }
+    struct RowAccess {
+        int buffer;
+        kir::ExprRef start;      // of the row, for the outer index
+        const kir::Stmt* loop;   // that runs over it
+    };
+    static void row_loads(const Expr& e, const kir::Stmt& loop, std::vector<RowAccess>& out) {
+        if (e.kind == ExprKind::Load)
+            if (kir::ExprRef x = row_start(*e.args[0], loop.var)) out.push_back({e.id, x, &loop});
+        for (const auto& a : e.args) row_loads(*a, loop, out);
+    }
+
+    // Row kernels (softmax, norms) make several passes over each row of their inputs and
+    // output, one row per outer index. The first pass over a row waits on memory: a row
+    // often fills a 4 KB page, which the hardware prefetchers do not cross, and the passes
+    // that follow cannot start before the first one's reduction. So at the start of row
+    // `outer`, every row that a top-level loop of the body reads or writes at `X(outer) + v`
+    // is prefetched for row outer + 1, one instruction per 64-byte line (for writing where
+    // the buffer is an output); its passes then find it in cache. Prefetches never fault,
+    // so the rows past the end of the range or buffer are harmless.
+    void prefetch_next_rows(Value* iv) {
+        std::vector<RowAccess> rows;
+        for (const auto& s : k_.body) {
+            bool outer = false;
+            if (s->kind != kir::StmtKind::Loop || !outer_offset(*s->begin, outer) || !outer_offset(*s->end, outer)) continue;
+            for (const auto& st : s->body) {
+                if (st->kind == kir::StmtKind::Store)
+                    if (kir::ExprRef x = row_start(*st->index, s->var)) rows.push_back({st->buffer, x, s.get()});
+                if (st->kind != kir::StmtKind::Loop && st->value) row_loads(*st->value, *s, rows);
+            }
+        }
+        std::vector<char> done(k_.buffers.size(), 0);
+        Value* saved = outer_;
+        outer_ = b_.CreateAdd(iv, b_.getInt64(1));
+        for (const RowAccess& r : rows) {
+            if (r.buffer < 0 || static_cast<std::size_t>(r.buffer) >= done.size() || done[static_cast<std::size_t>(r.buffer)]) continue;
+            done[static_cast<std::size_t>(r.buffer)] = 1;
+            memo_.clear();
+            const DType d = buffer(r.buffer).dtype;
+            Value* begin = emit_typed(r.loop->begin, Type::index);
+            Value* end = emit_typed(r.loop->end, Type::index);
+            Value* first = b_.CreateAdd(emit_typed(r.start, Type::index), begin);
+            Value* base = b_.CreateGEP(storage_type(d), bufs_[static_cast<std::size_t>(r.buffer)], first);  // not inbounds
+            Value* bytes = b_.CreateMul(b_.CreateSub(end, begin), b_.getInt64(dtype_size(d)));
+            Value* lines = b_.CreateAShr(b_.CreateAdd(bytes, b_.getInt64(63)), 6);
+            const bool write = buffer(r.buffer).output;
+            emit_loop_over(b_.getInt64(0), lines, "prefetch", [&](Value* line) {
+                Value* p = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateShl(line, 6));
+                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                                   {p, b_.getInt32(write ? 1 : 0), b_.getInt32(3), b_.getInt32(1)});
+            });
+        }
+        outer_ = saved;
+        memo_.clear();
+    }
+
     // ---- statements ----
 
     // for (iv = begin; iv < end; ++iv) body(iv), as a guarded do-while (already rotated).
@@ -220,9 +305,47 @@ private:
         fail(Bailout::backend_error, "malformed kernel: unknown statement");
     }
 
-    // `t = t + x`, `t = max(t, x)`, `t = min(t, x)` on floats (either operand order): the
-    // reduction forms the loop vectoriser recognises. Null when `value` is not one.
+    // Clears never_nan_ for the temps that may hold NaN: those with an assignment that is
+    // neither a constant other than NaN nor a NaN-skipping extreme of themselves.
+    void find_nan_temps(const std::vector<kir::StmtRef>& ss) {
+        for (const auto& s : ss) {
+            if (s->kind == kir::StmtKind::Loop) find_nan_temps(s->body);
+            if (s->kind != kir::StmtKind::Assign || !s->value || s->var < 0 ||
+                static_cast<std::size_t>(s->var) >= never_nan_.size())
+                continue;
+            bool max = false;
+            const Expr& v = *s->value;
+            const bool ok = (v.kind == ExprKind::Const && !std::isnan(v.f)) || tiers::nan_skipping_extreme(s->var, v, max);
+            if (!ok) never_nan_[static_cast<std::size_t>(s->var)] = 0;
+        }
+    }
+
+    // `t = x > t ? x : t` (`<`: min) where t is never NaN: maxnum(t, x'), with x' = x > -inf
+    // ? x : -inf (a NaN x becomes the identity; one max instruction). Neither operand can be
+    // NaN, so maxnum's nnan flag states a fact, and nnan + nsz are what the loop vectoriser
+    // needs to see a max reduction. Only the sign of an equal zero may differ from the select.
+    Value* emit_nan_skipping_extreme(int t, const Expr& value) {
+        bool max = false;
+        const kir::ExprRef x = tiers::nan_skipping_extreme(t, value, max);
+        if (!x || !never_nan_[static_cast<std::size_t>(t)]) return nullptr;
+        Value* xv = emit(x);
+        llvm::Type* ty = xv->getType();
+        Value* id = fconst(ty, max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+        Value* xs = b_.CreateSelect(max ? b_.CreateFCmpOGT(xv, id) : b_.CreateFCmpOLT(xv, id), xv, id);
+        Value* acc = b_.CreateLoad(ty, temps_[static_cast<std::size_t>(t)]);
+        Value* r = b_.CreateBinaryIntrinsic(max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, acc, xs);
+        llvm::FastMathFlags f;
+        f.setNoNaNs();
+        f.setNoSignedZeros();
+        llvm::cast<llvm::Instruction>(r)->setFastMathFlags(f);
+        return r;
+    }
+
+    // `t = t + x`, `t = max(t, x)`, `t = min(t, x)` on floats (either operand order) and the
+    // NaN-skipping extremes above: the reduction forms the loop vectoriser recognises. Null
+    // when `value` is not one.
     Value* emit_accumulation(int t, const Expr& value) {
+        if (value.kind == ExprKind::Select) return emit_nan_skipping_extreme(t, value);
         if (value.kind != ExprKind::Binary || !kir::is_float(value.type)) return nullptr;
         if (value.bop != BinaryOp::add && value.bop != BinaryOp::max && value.bop != BinaryOp::min) return nullptr;
         auto is_t = [t](const kir::ExprRef& e) { return e->kind == ExprKind::Temp && e->id == t; };
@@ -515,27 +638,35 @@ private:
         return b_.CreateSelect(b_.CreateFCmpOGE(x, fconst(ty, 0.0)), r, b_.CreateFMul(e, r));
     }
 
-    // 2^n for an i32 n in [-126, 127] as a float (bit construction).
-    Value* pow2i(Value* n) {
-        return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
-    }
-
-    // Max error 1.01 ulp over all floats (measured against exp in double).
+    // Max error 1.06 ulp over all floats (measured against exp in double); exp(NaN) is NaN,
+    // results are subnormal down to exp(-103.97) and overflow to inf from 88.73 on.
+    // x = n ln2 + r with |r| <= ln2/2, exp(r) by a polynomial, 2^n applied as two factors
+    // 2^n1 * 2^n2 (each normal for n in [-150, 128], so a subnormal result is rounded once).
+    // No instruction turns NaN into a number: the clamps keep it and it reaches the result
+    // through r, so no final select is needed (and no fptosi, which would be poison on NaN).
     Value* exp_f32(Value* x) {
         llvm::Type* ty = x->getType();
-        // Clamp (maxnum/minnum turn NaN into a number; NaN is restored at the end).
-        Value* xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, fconst(ty, -104.0));
-        xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, fconst(ty, 89.0));
-        Value* n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(xc, fconst(ty, 1.44269504088896341)));
-        Value* r = fma(n, fconst(ty, -0.693359375), xc);
+        // `x < lo ? lo : x` keeps NaN and is one max instruction (maxnum would make NaN lo).
+        Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(ty, -104.0)), fconst(ty, -104.0), x);
+        xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, fconst(ty, 89.0)), fconst(ty, 89.0), xc);
+        // Adding 1.5 * 2^23 rounds to an integer (the sum's last bit is worth 1) and leaves
+        // it in the low mantissa bits: t = magic + 254 + n and t1 = magic + 127 + n1, with
+        // n = round(x log2e) and n1 = round(x log2e / 2), so n2 = n - n1 is within 1 of n1.
+        constexpr double magic = 12582912.0;
+        Value* t = fma(xc, fconst(ty, 1.44269504088896341), fconst(ty, magic + 254.0));
+        Value* t1 = fma(xc, fconst(ty, 0.5 * 1.44269504088896341), fconst(ty, magic + 127.0));
+        Value* n = b_.CreateFSub(t, fconst(ty, magic + 254.0));  // exact
+        Value* r = fma(n, fconst(ty, -0.693359375), xc);         // ln2 in two parts: n * hi is exact
         r = fma(n, fconst(ty, 2.12194440e-4), r);
-        Value* p = horner(kExpP, r);
-        Value* y = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), fconst(ty, 1.0));
-        Value* ni = b_.CreateFPToSI(n, b_.getInt32Ty());  // n in [-150, 128]: exact
-        Value* n1 = b_.CreateAShr(ni, 1);
-        Value* n2 = b_.CreateSub(ni, n1);
-        Value* res = b_.CreateFMul(b_.CreateFMul(y, pow2i(n1)), pow2i(n2));
-        return b_.CreateSelect(isnan(x), x, res);
+        Value* y = fma(horner(kExpP, r), r, fconst(ty, 1.0));
+        // Shifted left by 23, the bits of t1 are those of 2^n1 (127 + n1 in the exponent field;
+        // magic's bits fall off the top), and bits(t) - bits(t1) = 127 + n2 those of 2^n2.
+        llvm::Type* ity = b_.getInt32Ty();
+        Value* bt = b_.CreateBitCast(t, ity);
+        Value* bt1 = b_.CreateBitCast(t1, ity);
+        Value* s1 = b_.CreateBitCast(b_.CreateShl(bt1, 23), ty);
+        Value* s2 = b_.CreateBitCast(b_.CreateShl(b_.CreateSub(bt, bt1), 23), ty);
+        return b_.CreateFMul(b_.CreateFMul(y, s1), s2);
     }
 
     // Max error 0.83 ulp; log(<0) = NaN, log(±0) = -inf, log(inf) = inf, subnormals handled.
@@ -719,6 +850,7 @@ private:
     std::vector<Value*> bufs_, params_, vars_;
     std::vector<llvm::MDNode*> scope_, noalias_;
     std::vector<llvm::AllocaInst*> temps_;
+    std::vector<char> never_nan_;  // per temp: never holds NaN (find_nan_temps)
     Value* outer_ = nullptr;
     std::unordered_map<const Expr*, Value*> memo_;
 };
