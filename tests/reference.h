@@ -156,6 +156,11 @@ double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b);
 // The tier-0 engine shared by the op tests (Options with jit = false).
 kiln::Engine& interp_engine();
 kiln::Options interp_options();
+// Options for tests of tier-2 kernels: the JIT on, tier 2 after 2 calls of a shape, never
+// tier 1 (it leaves GEMM kernels to tier 2), compiles on the calling thread.
+kiln::Options tier2_options();
+// The stats of the group of `kind` in s (the first such group; a failed check when none).
+kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind);
 // Loads `g` into a fresh tier-0 Function and calls it.
 std::vector<kiln::Tensor> run_graph(const kiln::Graph& g, const std::vector<kiln::Tensor>& inputs);
 // An ArgSpec with the static shape and dtype of `t`.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace ref {
@@ -89,6 +90,22 @@ double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b) {
         m = std::max(m, std::fabs(x[i] - y[i]) / (1.0 + std::fabs(y[i])));
     }
     return m;
+}
+
+kiln::Options tier2_options() {
+    kiln::Options o;
+    o.jit = true;
+    o.tier2_threshold = 2;
+    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
+    o.async_compile = false;
+    return o;
+}
+
+kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind) {
+    for (const auto& gr : s.groups)
+        if (gr.kind == kind) return gr;
+    FAIL("no " << kind << " group in " << s.to_json());
+    return {};
 }
 
 kiln::Options interp_options() {

@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -157,43 +156,18 @@ TEST_CASE("conv tier: the lowered naive loop nest (kir::evaluate) matches the in
 
 #if defined(KILN_HAVE_LLVM)
 
-namespace {
-
-Options jit_opts() {
-    Options o;
-    o.jit = true;
-    o.tier2_threshold = 2;
-    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();  // tier 1 leaves GEMM kernels to tier 2
-    o.async_compile = false;
-    return o;
-}
-Options interp_opts() {
-    Options o;
-    o.jit = false;
-    return o;
-}
-
-GroupStats conv_group(const FunctionStats& s) {
-    for (const auto& gr : s.groups)
-        if (gr.kind == "conv") return gr;
-    FAIL("no conv group");
-    return {};
-}
-
-}  // namespace
-
 TEST_CASE("conv tier: static shapes compiled at tier 2 match the interpreter") {
     for (const ConvCase& c : cases()) {
         CAPTURE(describe(c));
         Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
-        Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         for (std::uint64_t seed : {1, 2, 3, 4}) {
             const std::vector<Tensor> in = make_inputs(c, seed);
             CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < tol(c));
         }
         const FunctionStats s = fj.stats();
         INFO(s.to_json());
-        const GroupStats gs = conv_group(s);
+        const GroupStats gs = ref::group_of_kind(s, "conv");
         CHECK(gs.tier == 2);
         CHECK(gs.compiled_calls > 0);
         CHECK(s.compile_failures == 0);
@@ -218,7 +192,7 @@ TEST_CASE("conv tier: symbolic batch and image size, specialised then generic, r
         c.dil = {pick(1, 2), 1};
         c.epi = static_cast<int>(pick(0, 3));
         Graph g = make_graph(c, {dyn("N"), c.c, dyn("H"), dyn("W")});
-        Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         // The same shape repeated (a specialisation), then a new shape on every call (the
         // specialisation limit, then the generic version).
         for (int call = 0; call < 24; ++call) {
@@ -233,7 +207,7 @@ TEST_CASE("conv tier: symbolic batch and image size, specialised then generic, r
         }
         const FunctionStats s = fj.stats();
         INFO(s.to_json());
-        CHECK(conv_group(s).compiled_calls > 0);
+        CHECK(ref::group_of_kind(s, "conv").compiled_calls > 0);
         CHECK(s.compile_failures == 0);
     }
 }
@@ -245,10 +219,10 @@ TEST_CASE("conv tier: every micro-kernel width") {
         for (const ConvCase& c : cases()) {
             CAPTURE(describe(c));
             Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
-            Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
             const std::vector<Tensor> in = make_inputs(c, 5);
             for (int i = 0; i < 3; ++i) CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < tol(c));
-            CHECK(conv_group(fj.stats()).compiled_calls > 0);
+            CHECK(ref::group_of_kind(fj.stats(), "conv").compiled_calls > 0);
         }
     }
     tiers::set_llvm_gemm_vector_bytes(0);
@@ -261,7 +235,7 @@ TEST_CASE("conv tier: a padded conv of an empty input plane runs without reading
     c.pad = {1, 1};
     c.epi = 1;
     Graph g = make_graph(c, {dyn("N"), c.c, dyn("H"), dyn("W")});
-    Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
     for (auto [h, w] : std::vector<std::array<std::int64_t, 2>>{{4, 4}, {4, 4}, {4, 4}, {0, 3}, {0, 3}, {3, 0}, {0, 0}, {4, 4}}) {
         c.h = h;
         c.w = w;
@@ -271,7 +245,7 @@ TEST_CASE("conv tier: a padded conv of an empty input plane runs without reading
     }
     const FunctionStats s = fj.stats();
     INFO(s.to_json());
-    const GroupStats gs = conv_group(s);
+    const GroupStats gs = ref::group_of_kind(s, "conv");
     CHECK(gs.compiled_calls == 2);  // the 4x4 calls after the tier-2 compile (on the second call)
     CHECK(s.calls_by_tier[0] == 6);  // the empty planes ran on the interpreter, as every zero-size group does
     CHECK(s.compile_failures == 0);

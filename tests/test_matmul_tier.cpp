@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,28 +124,6 @@ TEST_CASE("matmul tier: the lowered naive loop nest (kir::evaluate) matches the 
 
 namespace {
 
-Options jit_opts() {
-    Options o;
-    o.jit = true;
-    o.tier2_threshold = 2;
-    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();  // tier 2 alone (tier 1 has no matmul)
-    o.async_compile = false;
-    return o;
-}
-Options interp_opts() {
-    Options o;
-    o.jit = false;
-    return o;
-}
-
-// The matmul group's stats (there is exactly one).
-GroupStats matmul_group(const FunctionStats& s) {
-    for (const auto& gr : s.groups)
-        if (gr.kind == "matmul") return gr;
-    FAIL("no matmul group");
-    return {};
-}
-
 // Runs f (jit) and fi (interpreter) `times` times on inputs, comparing each result.
 void compare(Function& fj, Function& fi, const std::vector<Tensor>& in, int times, double tolerance) {
     const Tensor want = fi(in)[0];
@@ -173,7 +150,7 @@ TEST_CASE("matmul tier: 2-D matmul + epilogues at odd sizes, f32 and f64, compil
             CAPTURE(static_cast<int>(epi));
             CAPTURE(runtime_b);
             Graph g = make_graph(dt, {dyn("M"), K}, K, N, epi, runtime_b);
-            Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
             // The same shape several times, then changing shapes (M of every size).
             for (std::int64_t M : {sizes[i], sizes[i], sizes[i], sizes[(i + 1) % sizes.size()], std::int64_t{129}, std::int64_t{2}}) {
                 CAPTURE(M);
@@ -184,7 +161,7 @@ TEST_CASE("matmul tier: 2-D matmul + epilogues at odd sizes, f32 and f64, compil
             }
             const FunctionStats s = fj.stats();
             INFO(s.to_json());
-            const GroupStats gs = matmul_group(s);
+            const GroupStats gs = ref::group_of_kind(s, "matmul");
             CHECK(gs.tier == 2);
             CHECK(gs.compiled_calls > 0);
             CHECK(s.compile_failures == 0);
@@ -198,13 +175,13 @@ TEST_CASE("matmul tier: batched matmul with broadcast batch dims, zero-size batc
         // x [B, S, 33] @ W [33, 17] (constant) + bias, gelu.
         {
             Graph g = make_graph(dt, {dyn("B"), dyn("S"), 33}, 33, 17, Epi::bias_gelu, false);
-            Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
             for (auto [B, S] : std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 7}, {2, 7}, {2, 7}, {3, 65}, {0, 5}, {1, 49}}) {
                 CAPTURE(B);
                 CAPTURE(S);
                 compare(fj, fi, {Tensor::randn({B, S, 33}, 7, dt)}, 3, tol(dt, 33));
             }
-            const GroupStats gs = matmul_group(fj.stats());
+            const GroupStats gs = ref::group_of_kind(fj.stats(), "matmul");
             CHECK(gs.tier == 2);
             CHECK(gs.compiled_calls > 0);
         }
@@ -213,7 +190,7 @@ TEST_CASE("matmul tier: batched matmul with broadcast batch dims, zero-size batc
             Graph g = trace("bmm", {arg("x", dt, {dyn("B"), 1, dyn("M"), 7}), arg("w", dt, {3, 7, dyn("N")}),
                                     arg("r", dt, {dyn("B"), 3, dyn("M"), dyn("N")})},
                             [](const std::vector<Var>& in) -> std::vector<Var> { return {relu(matmul(in[0], in[1]) + in[2])}; });
-            Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
             for (auto [B, M, N] : std::vector<std::array<std::int64_t, 3>>{{2, 5, 17}, {2, 5, 17}, {2, 5, 17}, {1, 50, 33}, {0, 3, 4}, {3, 1, 1}}) {
                 CAPTURE(B);
                 CAPTURE(M);
@@ -224,7 +201,7 @@ TEST_CASE("matmul tier: batched matmul with broadcast batch dims, zero-size batc
             }
             const FunctionStats s = fj.stats();
             INFO(s.to_json());
-            const GroupStats gs = matmul_group(s);
+            const GroupStats gs = ref::group_of_kind(s, "matmul");
             CHECK(gs.tier == 2);
             CHECK(gs.compiled_calls > 0);
         }
@@ -235,12 +212,12 @@ TEST_CASE("matmul tier: a dim that keeps changing gets a generic version (run-ti
     for (DType dt : {DType::f32, DType::f64}) {
         CAPTURE(ref::dname(dt));
         Graph g = make_graph(dt, {dyn("M"), 33}, 33, 45, Epi::bias_gelu, false);
-        Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         for (std::int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 47, 48, 49, 96, 97, 1, 13})
             compare(fj, fi, {Tensor::randn({M, 33}, 9 + static_cast<std::uint64_t>(M), dt)}, 3, tol(dt, 33));
         const FunctionStats s = fj.stats();
         INFO(s.to_json());
-        const GroupStats gs = matmul_group(s);
+        const GroupStats gs = ref::group_of_kind(s, "matmul");
         CHECK(gs.tier == 2);
         CHECK(gs.versions >= 5);              // specialisations, then a generic version
         CHECK(gs.compiled_calls >= 17 * 3 - 10);  // late shapes run the generic version at once
@@ -255,7 +232,7 @@ TEST_CASE("matmul tier: 1-D operands (vector @ matrix, matrix @ vector, batched 
                         [](const std::vector<Var>& in) -> std::vector<Var> {
                             return {sigmoid(matmul(in[0], in[1])), matmul(in[2], in[0]) + 1.0, matmul(in[2], in[1]) > 0.0};
                         });
-        Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         for (auto [K, N, M] : std::vector<std::array<std::int64_t, 3>>{{17, 33, 5}, {17, 33, 5}, {17, 33, 5}, {300, 3, 50}, {300, 3, 50}, {300, 3, 50}}) {
             CAPTURE(K);
             CAPTURE(N);
@@ -285,7 +262,7 @@ TEST_CASE("matmul tier: every micro-kernel width (128/256/512-bit tiles), edge t
         for (DType dt : {DType::f32, DType::f64}) {
             CAPTURE(ref::dname(dt));
             Graph g = make_graph(dt, {dyn("M"), dyn("K")}, 300, 37, Epi::none, true, {dyn("K"), dyn("N")});
-            Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
             for (auto [M, K, N] : std::vector<std::array<std::int64_t, 3>>{
                      {13, 300, 37}, {13, 300, 37}, {13, 300, 37}, {5, 7, 9}, {5, 7, 9}, {100, 65, 129}, {100, 65, 129}}) {
                 CAPTURE(M);
@@ -293,7 +270,7 @@ TEST_CASE("matmul tier: every micro-kernel width (128/256/512-bit tiles), edge t
                 CAPTURE(N);
                 compare(fj, fi, {Tensor::randn({M, K}, 1, dt), Tensor::randn({K, N}, 2, dt)}, 2, tol(dt, K));
             }
-            CHECK(matmul_group(fj.stats()).compiled_calls > 0);
+            CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
         }
     }
     tiers::set_llvm_gemm_vector_bytes(0);
@@ -304,20 +281,20 @@ TEST_CASE("matmul tier: large K (several depth blocks) and large N (several colu
         CAPTURE(ref::dname(dt));
         // N generic (a run-time B of any width), no epilogue.
         Graph g = make_graph(dt, {dyn("M"), 600}, 600, 300, Epi::none, true, {600, dyn("N")});
-        Function fj = Engine(jit_opts()).load(g), fi = Engine(interp_opts()).load(g);
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         for (auto [M, N] : std::vector<std::pair<std::int64_t, std::int64_t>>{
                  {61, 300}, {61, 300}, {61, 300}, {100, 513}, {7, 1000}, {130, 1}, {3, 257}, {50, 64}}) {
             CAPTURE(M);
             CAPTURE(N);
             compare(fj, fi, {Tensor::randn({M, 600}, 5, dt), Tensor::randn({600, N}, 6, dt)}, 2, tol(dt, 600));
         }
-        CHECK(matmul_group(fj.stats()).compiled_calls > 0);
+        CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
         // K = 600 and N = 300 bound, bias + relu.
         Graph gb = make_graph(dt, {dyn("M"), 600}, 600, 300, Epi::bias_relu, false);
-        Function fbj = Engine(jit_opts()).load(gb), fbi = Engine(interp_opts()).load(gb);
+        Function fbj = Engine(ref::tier2_options()).load(gb), fbi = Engine(ref::interp_options()).load(gb);
         for (std::int64_t M : {97, 97, 97, 5, 200})
             compare(fbj, fbi, {Tensor::randn({M, 600}, 8, dt)}, 2, tol(dt, 600));
-        CHECK(matmul_group(fbj.stats()).compiled_calls > 0);
+        CHECK(ref::group_of_kind(fbj.stats(), "matmul").compiled_calls > 0);
     }
 }
 
@@ -336,7 +313,7 @@ TEST_CASE("matmul tier: blocked GEMM vs naive loops vs interpreter, GFLOP/s of a
         }
         return 2.0 * static_cast<double>(in.dim(0) * n * n) / best * 1e-9;
     };
-    Options oj = jit_opts(), oi = interp_opts();
+    Options oj = ref::tier2_options(), oi = ref::interp_options();
     oj.num_threads = 1;
     oi.num_threads = 1;
     // Named engines: each holds its thread limit while it lives.
@@ -344,7 +321,7 @@ TEST_CASE("matmul tier: blocked GEMM vs naive loops vs interpreter, GFLOP/s of a
     Function fi = ei.load(g);
     Function fb = eb.load(g);
     for (int i = 0; i < 3; ++i) fb({x});
-    CHECK(matmul_group(fb.stats()).compiled_calls > 0);
+    CHECK(ref::group_of_kind(fb.stats(), "matmul").compiled_calls > 0);
     const Tensor want = fi({x})[0];
     CHECK(ref::max_rel_diff(fb({x})[0], want) < tol(DType::f32, n));
     const double gi = time_of(fi, x), gb = time_of(fb, x);

@@ -70,6 +70,13 @@ ExprRef irem(const ExprRef& a, const ExprRef& b) {
     return binary(BinaryOp::sub, a, imul(idiv(a, b), b));
 }
 
+ExprRef imin(const ExprRef& a, const ExprRef& b) {
+    std::int64_t x = 0, y = 0;
+    if (const_value(a, &x) && const_value(b, &y)) return index_const(std::min(x, y));
+    return binary(BinaryOp::min, a, b);
+}
+ExprRef ceil_div(const ExprRef& a, std::int64_t b) { return idiv(iadd(a, index_const(b - 1)), index_const(b)); }
+
 Lowering::Lowering(const ir::Graph& graph, const passes::Group& grp) : g(graph), group(grp) {
     k.name = group.name;
     for (std::size_t i = 0; i < group.inputs.size(); ++i) {
@@ -92,6 +99,12 @@ bool Lowering::in_group(ValueId v) const {
 int Lowering::output_buffer(ValueId v) const {
     auto it = output_buf_.find(v);
     return it == output_buf_.end() ? -1 : it->second;
+}
+
+int Lowering::input_buffer(ValueId v, const char* what) const {
+    auto it = input_buf_.find(v);
+    if (it == input_buf_.end()) throw Unsupported{std::string(what) + " is not a group input"};
+    return it->second;
 }
 
 int Lowering::new_temp(Type t) {

@@ -24,20 +24,6 @@ constexpr std::int64_t kRowBlock = 144;
 // across threads.
 constexpr std::int64_t kColBlock = 512;
 
-ExprRef imin(const ExprRef& a, const ExprRef& b) {
-    std::int64_t x = 0, y = 0;
-    if (const_value(a, &x) && const_value(b, &y)) return index_const(std::min(x, y));
-    return binary(BinaryOp::min, a, b);
-}
-
-ExprRef ceil_div(const ExprRef& a, std::int64_t b) { return idiv(iadd(a, index_const(b - 1)), index_const(b)); }
-
-int input_index(const Lowering& L, ValueId v) {
-    auto it = std::find(L.group.inputs.begin(), L.group.inputs.end(), v);
-    if (it == L.group.inputs.end()) throw Unsupported{"a conv operand is not a group input"};
-    return static_cast<int>(it - L.group.inputs.begin());
-}
-
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
     return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
@@ -90,7 +76,7 @@ void lower_conv(Lowering& L) {
     const ExprRef n_idx = idiv(bv, G), g_idx = irem(bv, G);
     const ExprRef aoff = imul(g_idx, imul(og, K));
     const ExprRef xoff = imul(iadd(imul(n_idx, Cin), imul(g_idx, CG)), imul(H, Wd));
-    const int xbuf = input_index(L, X), wbuf = input_index(L, Wt);
+    const int xbuf = L.input_buffer(X, "a conv operand"), wbuf = L.input_buffer(Wt, "a conv operand");
 
     // B[kk, p]: kk = (c, i, j), p = (y, xo).
     const ExprRef c = idiv(kv, KHW), i = irem(idiv(kv, KW), KH), j = irem(kv, KW);
@@ -125,7 +111,7 @@ void lower_conv(Lowering& L) {
     std::vector<StmtRef> epi;
     Phase ph{&sp, &epi, {}};
     if (cn.inputs.size() == 3) {
-        const int bbuf = input_index(L, cn.inputs[2]);
+        const int bbuf = L.input_buffer(cn.inputs[2], "a conv operand");
         L.special[cv] = [at, bbuf, t, chan](Phase&) { return binary(BinaryOp::add, at, load(bbuf, t, chan)); };
     } else {
         L.special[cv] = [at](Phase&) { return at; };

@@ -23,6 +23,8 @@ ExprRef iadd(const ExprRef& a, const ExprRef& b);
 ExprRef imul(const ExprRef& a, const ExprRef& b);
 ExprRef idiv(const ExprRef& a, const ExprRef& b);
 ExprRef irem(const ExprRef& a, const ExprRef& b);  // a - (a / b) * b
+ExprRef imin(const ExprRef& a, const ExprRef& b);
+ExprRef ceil_div(const ExprRef& a, std::int64_t b);  // (a + b - 1) / b, for a >= 0 and b > 0
 bool const_value(const ExprRef& e, std::int64_t* v);
 // An integer constant of an integer or boolean type, exact for every int64 value.
 ExprRef int_const(Type t, std::int64_t v);
@@ -55,6 +57,8 @@ public:
     const ir::Node& node(ir::ValueId v) const { return g.nodes[static_cast<std::size_t>(v)]; }
     bool in_group(ir::ValueId v) const;
     int output_buffer(ir::ValueId v) const;  // -1 if v is not a group output
+    // The buffer of v, which must be a group input (else Unsupported: "<what> is not a group input").
+    int input_buffer(ir::ValueId v, const char* what) const;
 
     // The run-time value of dim `axis` of value v: a constant, a param, or (for a fresh
     // symbol of a group node) the broadcast of its operands' dims. Null if unknown.

@@ -15,18 +15,6 @@ using ir::ValueId;
 // tiles the backends use (4, 6, 8, 12, 16 rows).
 constexpr std::int64_t kRowBlock = 48;
 
-ExprRef imin(const ExprRef& a, const ExprRef& b) {
-    std::int64_t x = 0, y = 0;
-    if (const_value(a, &x) && const_value(b, &y)) return index_const(std::min(x, y));
-    return binary(BinaryOp::min, a, b);
-}
-
-int input_index(const Lowering& L, ValueId v) {
-    auto it = std::find(L.group.inputs.begin(), L.group.inputs.end(), v);
-    if (it == L.group.inputs.end()) throw Unsupported{"a matmul operand is not a group input"};
-    return static_cast<int>(it - L.group.inputs.begin());
-}
-
 }  // namespace
 
 void lower_matmul(Lowering& L) {
@@ -63,7 +51,7 @@ void lower_matmul(Lowering& L) {
     const ExprRef K = dim(A, ra - 1);
     const ExprRef N = has_n ? dim(B, rb - 1) : index_const(1);
     const ExprRef batch = L.product(out, 0, nbd);
-    const ExprRef blocks = idiv(iadd(M, index_const(kRowBlock - 1)), index_const(kRowBlock));
+    const ExprRef blocks = ceil_div(M, kRowBlock);
 
     const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
     const ExprRef bv = var(vb), iv = var(vi), jv = var(vj), kv = var(vk);
@@ -91,7 +79,7 @@ void lower_matmul(Lowering& L) {
         return off;
     };
     const ExprRef aoff = batch_offset(A), boff = batch_offset(B);
-    const int abuf = input_index(L, A), bbuf = input_index(L, B);
+    const int abuf = L.input_buffer(A, "a matmul operand"), bbuf = L.input_buffer(B, "a matmul operand");
 
     // The dot product.
     const int acc = L.new_temp(t);

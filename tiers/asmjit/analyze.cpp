@@ -183,17 +183,6 @@ void collect(const std::vector<kir::StmtRef>& ss, const Stmt* region, Regions& r
 
 // ---- vector loops ----
 
-bool same_expr(const Expr& a, const Expr& b) {
-    if (&a == &b) return true;
-    if (a.kind != b.kind || a.type != b.type || a.id != b.id || a.i != b.i || a.uop != b.uop || a.bop != b.bop ||
-        a.args.size() != b.args.size())
-        return false;
-    if (a.kind == ExprKind::Const && !(a.f == b.f)) return false;
-    for (std::size_t i = 0; i < a.args.size(); ++i)
-        if (!same_expr(*a.args[i], *b.args[i])) return false;
-    return true;
-}
-
 struct NotVector {
     std::string why;
 };
@@ -338,7 +327,7 @@ private:
             if (!c || (*c != 0 && *c != 1)) throw NotVector{"a load that is neither unit-stride nor invariant"};
             // A buffer the loop stores: read only where this iteration writes (in place).
             if (stored_[static_cast<std::size_t>(e.id)] &&
-                (*c != 1 || !same_expr(*e.args[0], *store_index_[static_cast<std::size_t>(e.id)])))
+                (*c != 1 || !same_kir_expr(*e.args[0], *store_index_[static_cast<std::size_t>(e.id)])))
                 throw NotVector{"a load of a buffer stored in the loop at another index"};
             if (*c == 0) return false;
             if (k_.buffers[static_cast<std::size_t>(e.id)].dtype != DType::f32) throw NotVector{"a load that is not f32"};
