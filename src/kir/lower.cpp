@@ -321,10 +321,29 @@ std::vector<ExprRef> Lowering::dims_of(ValueId v, Point p) {
     return out;
 }
 
+namespace {
+bool same_expr(const ExprRef& a, const ExprRef& b) {
+    if (a == b) return true;
+    if (!a || !b || a->kind != b->kind || a->type != b->type || a->i != b->i || a->id != b->id || a->uop != b->uop ||
+        a->bop != b->bop || a->args.size() != b->args.size())
+        return false;
+    if (a->kind == ExprKind::Const && !(a->f == b->f)) return false;
+    for (std::size_t i = 0; i < a->args.size(); ++i)
+        if (!same_expr(a->args[i], b->args[i])) return false;
+    return true;
+}
+// a + b, folding a + (p - a) to p: re-linearising indices that were split from one linear
+// index, (i / n) * n + (i - (i / n) * n), gives i back instead of a div and a mul.
+ExprRef iadd_fold(const ExprRef& a, const ExprRef& b) {
+    if (b->kind == ExprKind::Binary && b->bop == BinaryOp::sub && same_expr(b->args[1], a)) return b->args[0];
+    return iadd(a, b);
+}
+}  // namespace
+
 ExprRef Lowering::linear_of(ValueId v, Point p) {
     if (p.linear) return p.linear;
     ExprRef lin = index_const(0);
-    for (std::size_t d = 0; d < p.dims.size(); ++d) lin = iadd(imul(lin, product(v, d, d + 1)), p.dims[d]);
+    for (std::size_t d = 0; d < p.dims.size(); ++d) lin = iadd_fold(imul(lin, product(v, d, d + 1)), p.dims[d]);
     return lin;
 }
 
