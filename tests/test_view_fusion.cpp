@@ -312,3 +312,33 @@ TEST_CASE("views: row groups read views of their operand (softmax, layer_norm, s
         }
     }
 }
+
+TEST_CASE("views: a reshape to a symbol inferred at run time, read through a slice (its size is known from no buffer)") {
+    // m = 2n is bound by no buffer of the group: the lowering derives it as numel(x) / 3.
+    Graph g = trace("inferred", {arg("x", DType::f32, {dyn("n"), 6})}, [](const std::vector<Var>& in) -> std::vector<Var> {
+        return {slice(reshape(in[0], {dyn("m"), 3}), 0, 1, -1, 2) * 2.0 + 1.0};
+    });
+    const ir::Graph& ig = *g.impl();
+    const passes::Partition p = passes::partition(ig);
+    INFO(passes::to_string(p, ig));
+    REQUIRE(p.groups.size() == 1);
+    CHECK(p.groups[0].kind == passes::GroupKind::elementwise);
+    for (std::int64_t n : {1, 2, 5}) {
+        CAPTURE(n);
+        CHECK(ref::check_lowered_graph(g, {Tensor::rand({n, 6}, 5, DType::f32, -3, 3)}).lowered == 1);
+    }
+    if (!test::have_tier(2)) {
+        MESSAGE("tier 2 skipped: not in this build");
+        return;
+    }
+    Function f = Engine(tier_opts(2)).load(g);
+    for (std::int64_t n : {3, 3, 3, 4, 4, 4}) {
+        const std::vector<Tensor> in{Tensor::rand({n, 6}, 6, DType::f32, -3, 3)};
+        CHECK(ref::max_rel_diff(f(in)[0], ref::run_graph(g, in)[0]) < 1e-6);
+    }
+    const FunctionStats s = f.stats();
+    INFO(s.to_json());
+    REQUIRE(s.groups.size() == 1);
+    CHECK(s.groups[0].tier == 2);
+    CHECK(s.groups[0].compiled_calls > 0);
+}
