@@ -1,5 +1,6 @@
 // The fusion partitioning pass (src/passes/fuse.h) on hand-traced graphs: an MLP, softmax of
-// layer_norm (one chained row group; more chains in test_row_chain.cpp), shared values, cycles through a matmul, ops that stay opaque, and a transformer
+// layer_norm (one chained row group; more chains in test_row_chain.cpp), shared values, cycles through a matmul, ops that stay opaque, views
+// (shape ops fused as index arithmetic; their lowering in test_view_fusion.cpp) and a transformer
 // block; plus the invariants every partition must satisfy.
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
@@ -89,6 +90,21 @@ void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
                                     prev.op == kiln::ir::Op::max || prev.op == kiln::ir::Op::min;
                 CHECK_FALSE(reduce);
             }
+        }
+        // Views: only in elementwise and row groups, read only by their group, not graph
+        // outputs, reading a value computed outside the group (or another view of it).
+        for (auto v : gr.nodes) {
+            const auto& nd = g.nodes[static_cast<std::size_t>(v)];
+            if (gr.kind == GroupKind::opaque || !kiln::passes::is_view_op(nd)) continue;
+            CHECK((gr.kind == GroupKind::elementwise || gr.kind == GroupKind::row_reduction));
+            CHECK(std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end());
+            CHECK(std::find(gr.outputs.begin(), gr.outputs.end(), v) == gr.outputs.end());
+            const auto x = nd.inputs[0];
+            CHECK((p.group_of[static_cast<std::size_t>(x)] != static_cast<int>(gi) ||
+                   kiln::passes::is_view_op(g.nodes[static_cast<std::size_t>(x)])));
+            for (std::size_t u = 0; u < n; ++u)
+                if (needed[u] && std::find(g.nodes[u].inputs.begin(), g.nodes[u].inputs.end(), v) != g.nodes[u].inputs.end())
+                    CHECK(p.group_of[u] == static_cast<int>(gi));
         }
         if (gr.kind == GroupKind::elementwise)
             for (auto o : gr.outputs)
@@ -345,4 +361,69 @@ TEST_CASE("fuse: a transformer block partitions into valid, ordered groups") {
     // x1 is read by the second layer_norm and by the final residual add: materialised.
     const std::string text = kiln::passes::to_string(p, g);
     CHECK(text.find("[row_reduction]") != std::string::npos);
+}
+
+TEST_CASE("fuse: relu(permute(x)) + y is one elementwise group with the permute inside, reading x") {
+    kiln::Graph kg = kiln::trace("perm", {kiln::arg("x", DType::f32, {kiln::dyn("a"), 5, 3}), kiln::arg("y", DType::f32, {3, kiln::dyn("a"), 5})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     return {kiln::relu(kiln::permute(in[0], {2, 0, 1})) + in[1]};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"permute", "relu", "add"});
+    CHECK(p.groups[0].inputs == std::vector<kiln::ir::ValueId>{g.inputs[0], g.inputs[1]});
+    CHECK(p.groups[0].name == "g0.permute_relu_add");
+}
+
+TEST_CASE("fuse: chains of views join together; views of another group's output join their reader") {
+    kiln::Graph kg = kiln::trace("chain", {kiln::arg("x", DType::f32, {4, 6}), kiln::arg("y", DType::f32, {1, 3, 6})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     Var a = kiln::unsqueeze(kiln::slice(in[0], 0, 1, 4), 0) * in[1];  // [1, 3, 6]
+                                     Var e = kiln::exp(in[0]);                                          // [4, 6]
+                                     return {a, e + kiln::transpose(kiln::reshape(e, {6, 4}), 0, 1)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    // exp(x) is read by the add and by the reshape: the reshape cannot join exp's group
+    // (its operand is computed there), so e is materialised and the add's group reads it
+    // through reshape and transpose.
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::elementwise, GroupKind::elementwise, GroupKind::elementwise});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"slice", "unsqueeze", "mul"});
+    CHECK(op_names(g, p.groups[1]) == std::vector<std::string>{"exp"});
+    CHECK(op_names(g, p.groups[2]) == std::vector<std::string>{"reshape", "permute", "add"});
+    CHECK(p.groups[2].inputs.size() == 1);  // e, read directly and through the views
+}
+
+TEST_CASE("fuse: a view that is a graph output, is read by two groups, or feeds a matmul stays opaque") {
+    kiln::Tensor W = kiln::Tensor::randn({4, 4}, 1);
+    kiln::Graph kg = kiln::trace("stay", {kiln::arg("x", DType::f32, {4, 4})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+        Var t = kiln::transpose(in[0], 0, 1);                   // read by an elementwise group and a matmul
+        Var r = kiln::reshape(in[0], {16});                      // a graph output, also read by exp
+        return {kiln::exp(t) + 1.0, kiln::matmul(t, W), r, kiln::exp(r)};
+    });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    int opaque = 0;
+    for (const auto& gr : p.groups) {
+        if (gr.kind != GroupKind::opaque) continue;
+        ++opaque;
+        CHECK(kiln::passes::is_view_op(g.nodes[static_cast<std::size_t>(gr.nodes.front())]));
+    }
+    CHECK(opaque == 2);
+}
+
+TEST_CASE("fuse: a view of a row op's operand joins the row group") {
+    kiln::Graph kg = kiln::trace("rowview", {kiln::arg("x", DType::f32, {kiln::dyn("n"), 8, 5})},
+                                 [&](const std::vector<Var>& in) -> std::vector<Var> {
+                                     return {kiln::softmax(kiln::transpose(in[0], 1, 2) * 2.0, -1)};
+                                 });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    REQUIRE(kinds(p) == std::vector<GroupKind>{GroupKind::row_reduction});
+    CHECK(op_names(g, p.groups[0]) == std::vector<std::string>{"permute", "mul", "softmax"});
 }

@@ -158,7 +158,8 @@ Graph views_graph() {
         Var e = layer_norm(d, gamma, beta);              // intermediate ...
         Var ev = reshape(e, {x.dim(0), 2, 32});          // ... that a graph output views
         Var f = sum(e * 0.5, -1);
-        return std::vector<Var>{s, ev, d, f};
+        Var u = r * 3.0;  // a second group reads r, so r stays a materialised view (fuse.h)
+        return std::vector<Var>{s, ev, d, f, u};
     });
 }
 

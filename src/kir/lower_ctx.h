@@ -68,6 +68,7 @@ public:
                      const std::vector<ExprRef>& seg_index);
 
     // Element offset of `v` (a buffer: a group input or output) broadcast into `space`.
+    // For any other value of known dims: its row-major linear index at the point.
     ExprRef offset(ir::ValueId v, const Space& space);
     // The value of v (compute type of its dtype) at the current point of `phase`.
     ExprRef value(ir::ValueId v, Phase& phase);
@@ -83,6 +84,20 @@ public:
     std::map<ir::ValueId, std::function<ExprRef(Phase&)>> special;
 
 private:
+    // A point of a value's shape: per-dim indices, or (`dims` empty) its row-major linear index.
+    struct Point {
+        std::vector<ExprRef> dims;
+        ExprRef linear;
+    };
+    bool is_view(ir::ValueId v) const;
+    ExprRef view_dim(ir::ValueId v, std::size_t axis);
+    ExprRef slice_start(ir::ValueId x, std::size_t axis, std::int64_t start);
+    std::vector<ExprRef> point_dims(ir::ValueId v, const Space& space);
+    std::vector<ExprRef> dims_of(ir::ValueId v, Point p);
+    ExprRef linear_of(ir::ValueId v, Point p);
+    ExprRef view_offset(ir::ValueId v, Point p, ir::ValueId* root);
+    ExprRef view_value(ir::ValueId v, const Space& space);
+
     std::map<ir::ValueId, int> input_buf_, output_buf_, uses_;
     std::vector<std::pair<Dim, int>> dim_params_;
     ExprRef param_for(const Dim& d);

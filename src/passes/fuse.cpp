@@ -9,7 +9,10 @@
 //    consumer) it reads, else merges with the elementwise groups of its operands, else
 //    opens one.
 //    Every join is checked for shape consistency and for cycles in the group graph;
-// 3. groups are ordered topologically (smallest first node first) and their inputs and
+// 3. views: a shape op whose consumers all lie in one elementwise or row_reduction group,
+//    that is not a graph output and whose operand that group does not compute, moves into
+//    the group (decided from the last node backwards, so chains of views move together);
+// 4. groups are ordered topologically (smallest first node first) and their inputs and
 //    outputs are collected.
 #include "src/passes/fuse.h"
 
@@ -47,6 +50,7 @@ public:
         reserve_row_producers();
         for (Index v = 0; v < n_; ++v)
             if (needed_[v] && !is_source(v) && reserved_by_[v] < 0) place(static_cast<ValueId>(v));
+        absorb_views();
         return finish();
     }
 
@@ -285,6 +289,40 @@ private:
         t.dims = nd.type.dims;
     }
 
+    // The group that view candidate `v` may join, or -1: every consumer of v is in that one
+    // elementwise or row_reduction group, v is not a graph output, and its operand is
+    // computed outside the group (a source, another group's value, or a view that is itself
+    // in the group and so reads from outside in turn). Moving v there contracts the only
+    // edge out of v's own group, so no cycle can appear.
+    int view_target(ValueId v) const {
+        const auto& cs = consumers_[ix(v)];
+        if (is_output_[ix(v)] || cs.empty() || !is_view_op(node(v))) return -1;
+        const int gi = group_of_[ix(cs.front())];
+        if (gi < 0 || gi == group_of_[ix(v)]) return -1;
+        for (ValueId c : cs)
+            if (group_of_[ix(c)] != gi) return -1;
+        const Builder& b = groups_[static_cast<Index>(gi)];
+        if (b.kind != GroupKind::elementwise && b.kind != GroupKind::row_reduction) return -1;
+        const ValueId x = node(v).inputs[0];
+        if (group_of_[ix(x)] == gi && !is_view_op(node(x))) return -1;
+        return gi;
+    }
+
+    void absorb_views() {
+        for (Index v = n_; v-- > 0;) {
+            if (!needed_[v] || group_of_[v] < 0) continue;
+            const int gi = view_target(static_cast<ValueId>(v));
+            if (gi < 0) continue;
+            Builder& own = groups_[static_cast<Index>(group_of_[v])];
+            KILN_CHECK(own.kind == GroupKind::opaque && own.nodes.size() == 1, "fuse: a view candidate in a fused group");
+            own.nodes.clear();
+            own.alive = false;
+            join(gi, static_cast<ValueId>(v));
+            Builder& t = groups_[static_cast<Index>(gi)];
+            std::sort(t.nodes.begin(), t.nodes.end());
+        }
+    }
+
     std::string name_of(const Builder& b, std::size_t index) const {
         std::string name = "g" + std::to_string(index) + ".";
         if (b.kind == GroupKind::row_reduction) {
@@ -375,6 +413,18 @@ std::string_view group_kind_name(GroupKind k) {
     case GroupKind::opaque: return "opaque";
     }
     return "?";
+}
+
+bool is_view_op(const ir::Node& node) {
+    switch (node.op) {
+    case ir::Op::reshape:
+    case ir::Op::permute:
+    case ir::Op::squeeze:
+    case ir::Op::unsqueeze:
+    case ir::Op::broadcast_to: return true;
+    case ir::Op::slice: return node.attrs.i("step") > 0;
+    default: return false;
+    }
 }
 
 bool is_row_op(const ir::Node& node) {

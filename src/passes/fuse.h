@@ -13,7 +13,8 @@
 //   defines that a later group reads or that are graph outputs (node order, no repeats);
 //   a value needed by two groups is an output of the group defining it (materialised);
 // - elementwise groups: every output has the same shape (the group's iteration shape);
-//   a node whose shape differs from it is used only inside the group;
+//   a node whose shape differs from it is used only inside the group; besides elementwise
+//   nodes they may hold views (below);
 // - row_reduction groups: one row op (softmax/log_softmax over the last axis, layer_norm,
 //   rms_norm, sum/mean/max/min over trailing axes) or a CHAIN of them over the same rows:
 //   every row op's first operand has the shape of the first one's, and all run over its
@@ -35,6 +36,13 @@
 //   an elementwise producer reserved by a row op (softmax(x @ W + b)) stays with the row op;
 // - conv groups: the conv2d node first, then its epilogue chain, exactly as for matmul
 //   groups (bias [O, 1, 1], batch-norm style scale and shift, activation, residual);
+// - views: a shape op of is_view_op() may be a node of an elementwise or row_reduction
+//   group; its operand is then not computed by the group (it is one of the group's inputs,
+//   or another view of the group, down a chain that ends at an input), it is not a graph
+//   output and only its group reads it. The group reads the operand's buffer through
+//   index arithmetic; the view's shape may differ from its operand's (and from the
+//   group's shape, into which it broadcasts like any operand of its consumers). Every other
+//   shape op, and a view that is a graph output or read by two groups, stays opaque;
 // - opaque groups hold one node each;
 // - the result depends only on the graph (deterministic).
 // Tests: tests/test_fuse.cpp.
@@ -64,6 +72,9 @@ struct Partition {
 
 // Is `node` a row op (see above)? Exposed for the lowering and tests.
 bool is_row_op(const ir::Node& node);
+// Is `node` a shape op that may join a group as a view (see above): reshape, permute,
+// squeeze, unsqueeze, broadcast_to, slice with step > 0.
+bool is_view_op(const ir::Node& node);
 
 Partition partition(const ir::Graph& g);
 
