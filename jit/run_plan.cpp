@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 
 namespace kiln::jit {
 namespace {
@@ -256,7 +257,10 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
         void* const* bufs;
         const std::int64_t* ps;
     } launch{v.code->entry(), s_.buffers.data(), ps};
-    core::parallel_range(extent, per_outer, [&launch](std::int64_t b, std::int64_t e) { launch.fn(launch.bufs, launch.ps, b, e); });
+    core::parallel_range(extent, per_outer, [&launch](std::int64_t b, std::int64_t e) {
+        launch.fn(launch.bufs, launch.ps, b, e);
+        if (tiers::take_kernel_failure()) throw std::bad_alloc();  // no scratch memory (tiers/tier.h)
+    });
 }
 
 int CallRunner::run(profiling::FunctionProfile* profile) {

@@ -11,6 +11,8 @@
 #   --build-dir DIR   build directory (default: build/, configured by scripts/configure.sh)
 #   -j, --jobs N      parallel build jobs (default: 2, or $KILN_JOBS)
 #   --no-torch        do not run PyTorch
+#   --no-build        run the programs already built in the build directory (no install,
+#                     configure or build step; e.g. a directory configured by hand)
 #
 # Steps: scripts/install_deps.sh; configure and build the bench targets (jit_workloads,
 # hand_loops, bandwidth); then, with KILN_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS
@@ -28,8 +30,9 @@ QUICK=()
 BUILD_DIR="$ROOT/build"
 JOBS="${KILN_JOBS:-2}"
 RUN_TORCH=1
+BUILD=1
 
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -42,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     -j*) JOBS="${1#-j}"; shift ;;
     --jobs=*) JOBS="${1#*=}"; shift ;;
     --no-torch) RUN_TORCH=0; shift ;;
+    --no-build) BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -51,14 +55,19 @@ if ! [[ "$THREADS" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-bash "$ROOT/scripts/install_deps.sh" || exit 1
+if [[ $BUILD -eq 1 ]]; then
+  bash "$ROOT/scripts/install_deps.sh" || exit 1
 
-# ---- build ----
-bash "$ROOT/scripts/configure.sh" "$BUILD_DIR" >/dev/null || { echo "bench.sh: configuring $BUILD_DIR failed" >&2; exit 1; }
-echo "==> build the bench targets (-j$JOBS)"
-cmake --build "$BUILD_DIR" -j "$JOBS" --target jit_workloads hand_loops bandwidth ||
-  { echo "bench.sh: the build failed" >&2; exit 1; }
+  # ---- build ----
+  bash "$ROOT/scripts/configure.sh" "$BUILD_DIR" >/dev/null || { echo "bench.sh: configuring $BUILD_DIR failed" >&2; exit 1; }
+  echo "==> build the bench targets (-j$JOBS)"
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target jit_workloads hand_loops bandwidth ||
+    { echo "bench.sh: the build failed" >&2; exit 1; }
+fi
 BIN="$BUILD_DIR/bench"
+for prog in bandwidth hand_loops jit_workloads; do
+  [[ -x "$BIN/$prog" ]] || { echo "bench.sh: $BIN/$prog is not built" >&2; exit 1; }
+done
 
 # ---- run ----
 export KILN_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"

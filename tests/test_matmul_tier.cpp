@@ -15,11 +15,13 @@
 
 #if defined(KILN_HAVE_LLVM)
 #include "tiers/llvm/llvm_tier.h"
+#include "tiers/tier.h"
 #endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -296,6 +298,22 @@ TEST_CASE("matmul tier: large K (several depth blocks) and large N (several colu
             compare(fbj, fbi, {Tensor::randn({M, 600}, 8, dt)}, 2, tol(dt, 600));
         CHECK(ref::group_of_kind(fbj.stats(), "matmul").compiled_calls > 0);
     }
+}
+
+TEST_CASE("matmul tier: a GEMM that gets no scratch memory raises std::bad_alloc, and later calls are right") {
+    // K = 600 > KC and N = 300: the packed panels do not fit the stack buffer, so the kernel
+    // asks for the thread's scratch; the hook makes that fail.
+    Graph g = make_graph(DType::f32, {dyn("M"), 600}, 600, 300, Epi::bias_relu, false);
+    Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
+    Tensor x = Tensor::randn({97, 600}, 8);
+    compare(fj, fi, {x}, 3, tol(DType::f32, 600));
+    REQUIRE(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
+    tiers::set_kernel_scratch_limit(0);
+    CHECK_THROWS_AS(fj({x}), std::bad_alloc);
+    tiers::set_kernel_scratch_limit(-1);
+    const auto before = ref::group_of_kind(fj.stats(), "matmul").compiled_calls;
+    compare(fj, fi, {x}, 2, tol(DType::f32, 600));
+    CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls >= before + 2);
 }
 
 TEST_CASE("matmul tier: blocked GEMM vs naive loops vs interpreter, GFLOP/s of a 512^3 f32 matmul (measured)") {

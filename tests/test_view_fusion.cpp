@@ -342,3 +342,121 @@ TEST_CASE("views: a reshape to a symbol inferred at run time, read through a sli
     CHECK(s.groups[0].tier == 2);
     CHECK(s.groups[0].compiled_calls > 0);
 }
+
+namespace {
+
+// One graph of the edge cases below, the input shapes of its calls, and whether every
+// elementwise and row group of it lowers.
+struct EdgeCase {
+    const char* name;
+    Graph g;
+    std::vector<std::vector<Shape>> calls;
+    bool lowers = true;
+};
+
+std::vector<EdgeCase> edge_cases() {
+    const DType f = DType::f32;
+    std::vector<EdgeCase> cs;
+    auto add = [&](const char* name, std::vector<ArgSpec> args, std::function<std::vector<Var>(const std::vector<Var>&)> fn,
+                   std::vector<std::vector<Shape>> calls, bool lowers = true) {
+        cs.push_back({name, trace(name, args, fn), std::move(calls), lowers});
+    };
+    // A broadcast to a symbol (M) that no buffer of the group holds: the group cannot be
+    // lowered (Unsupported), so it stays on the interpreter; loading must not fail.
+    add("broadcast_to an unbound symbol", {arg("x", f, {1}), arg("y", f, {5}), arg("w", f, {dyn("M")})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {broadcast_to(in[0], {in[2].dim(0)}) + in[1], in[2] * 2.0};
+        },
+        {{{1}, {5}, {5}}, {{1}, {5}, {5}}, {{1}, {5}, {5}}}, false);
+    add("unsqueeze of a broadcast_to an unbound symbol", {arg("x", f, {1}), arg("y", f, {1, 5}), arg("w", f, {dyn("M")})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {unsqueeze(broadcast_to(in[0], {in[2].dim(0)}), 0) + in[1], in[2] * 2.0};
+        },
+        {{{1}, {1, 5}, {5}}, {{1}, {1, 5}, {5}}, {{1}, {1, 5}, {5}}}, false);
+    // A symbolic dim that is 1 at run time, broadcast by the view.
+    add("broadcast_to from a symbolic 1", {arg("x", f, {dyn("A")}), arg("z", f, {dyn("B")})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {broadcast_to(in[0], {in[1].dim(0)}) * 3.0 + in[1]}; },
+        {{{1}, {4}}, {{1}, {4}}, {{1}, {4}}, {{4}, {4}}, {{4}, {4}}, {{4}, {4}}});
+    // Slices whose lengths no buffer holds (the run-time branch of the slice length).
+    add("sum over a strided slice of a symbolic row", {arg("x", f, {dyn("n"), dyn("N")})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {sum(slice(in[0], 1, 1, -1, 2), std::vector<std::int64_t>{1})};
+        },
+        {{{3, 9}}, {{3, 9}}, {{3, 9}}, {{2, 4}}, {{2, 4}}, {{2, 4}}});
+    add("slice of a slice", {arg("x", f, {dyn("N")})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {slice(slice(in[0], 0, 1, std::numeric_limits<std::int64_t>::max(), 1), 0, -3,
+                          std::numeric_limits<std::int64_t>::max(), 2) + 1.0};
+        },
+        {{{7}}, {{7}}, {{7}}, {{3}}, {{3}}, {{3}}});
+    // Views broadcast into a bigger iteration space.
+    add("permute broadcast into rank 3", {arg("x", f, {3, 4}), arg("y", f, {2, 4, 3})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {permute(in[0], {1, 0}) + in[1]}; },
+        {{{3, 4}, {2, 4, 3}}, {{3, 4}, {2, 4, 3}}, {{3, 4}, {2, 4, 3}}});
+    add("unsqueeze of a slice broadcast into rank 3", {arg("x", f, {4, 6}), arg("y", f, {2, 3, 6})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {unsqueeze(slice(in[0], 0, 1, 4, 1), 0) * in[1]}; },
+        {{{4, 6}, {2, 3, 6}}, {{4, 6}, {2, 3, 6}}, {{4, 6}, {2, 3, 6}}});
+    // Views read after a row reduction (the write pass of a row group) and as its parameters.
+    add("softmax times a reshaped row", {arg("x", f, {dyn("B"), 8}), arg("c", f, {8})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {softmax(in[0], -1) * reshape(in[1], {1, 8})}; },
+        {{{3, 8}, {8}}, {{3, 8}, {8}}, {{3, 8}, {8}}});
+    add("layer_norm with viewed gamma and beta", {arg("x", f, {dyn("B"), 8}), arg("g", f, {1, 8}), arg("b", f, {8, 1})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {layer_norm(in[0], reshape(in[1], {8}), squeeze(in[2], {1}))};
+        },
+        {{{3, 8}, {1, 8}, {8, 1}}, {{3, 8}, {1, 8}, {8, 1}}, {{3, 8}, {1, 8}, {8, 1}}});
+    add("row sum plus a squeezed column", {arg("x", f, {dyn("B"), 8}), arg("c", f, {dyn("B"), 1})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {sum(in[0], std::vector<std::int64_t>{1}) + squeeze(in[1], {1})};
+        },
+        {{{3, 8}, {3, 1}}, {{3, 8}, {3, 1}}, {{3, 8}, {3, 1}}});
+    // Rank 0.
+    add("squeeze to rank 0", {arg("x", f, {1}), arg("y", f, {3, 4})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {squeeze(in[0], {0}) + in[1]}; },
+        {{{1}, {3, 4}}, {{1}, {3, 4}}, {{1}, {3, 4}}});
+    add("broadcast_to from rank 0", {arg("s", f, {}), arg("y", f, {3, 4})},
+        [](const std::vector<Var>& in) -> std::vector<Var> { return {broadcast_to(in[0], {3, 4}) * in[1]}; },
+        {{{}, {3, 4}}, {{}, {3, 4}}, {{}, {3, 4}}});
+    // A chain of three views.
+    add("reshape(slice(permute))", {arg("x", f, {dyn("n"), 4, 6}), arg("z", f, {dyn("n"), 8})},
+        [](const std::vector<Var>& in) -> std::vector<Var> {
+            return {reshape(slice(permute(in[0], {0, 2, 1}), 1, 1, 5, 2), {in[0].dim(0), 8}) - in[1]};
+        },
+        {{{2, 4, 6}, {2, 8}}, {{2, 4, 6}, {2, 8}}, {{2, 4, 6}, {2, 8}}, {{5, 4, 6}, {5, 8}}});
+    return cs;
+}
+
+}  // namespace
+
+TEST_CASE("views: edge cases (unbound broadcast symbols, symbolic 1s, slice lengths, rank 0, row write passes, chains of three)") {
+    for (EdgeCase& c : edge_cases()) {
+        INFO("case: ", c.name);
+        std::uint64_t seed = 40;
+        auto inputs = [&](const std::vector<Shape>& shapes) {
+            std::vector<Tensor> in;
+            for (const Shape& s : shapes) in.push_back(Tensor::rand(s, ++seed, DType::f32, -2, 2));
+            return in;
+        };
+        if (c.lowers) ref::check_lowered_graph(c.g, inputs(c.calls.front()));
+        for (int tier : {1, 2}) {
+            if (!test::have_tier(tier)) {
+                MESSAGE("tier ", tier, " skipped: not in this build or host");
+                continue;
+            }
+            CAPTURE(tier);
+            Function f = Engine(tier_opts(tier)).load(c.g);
+            for (const auto& shapes : c.calls) {
+                const std::vector<Tensor> in = inputs(shapes);
+                const std::vector<Tensor> want = ref::run_graph(c.g, in), got = f(in);
+                REQUIRE(got.size() == want.size());
+                for (std::size_t i = 0; i < want.size(); ++i) CHECK(ref::max_rel_diff(got[i], want[i]) < 1e-5);
+            }
+            if (tier == 2 && c.lowers) {
+                const FunctionStats s = f.stats();
+                INFO(s.to_json());
+                for (const GroupStats& gs : s.groups)
+                    if (gs.kind == "elementwise" || gs.kind == "row_reduction") CHECK(gs.compiled_calls > 0);
+            }
+        }
+    }
+}

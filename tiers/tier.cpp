@@ -1,7 +1,22 @@
 #include "tiers/tier.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+
 namespace kiln::tiers {
 namespace {
+struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+};
+struct Scratch {
+    std::unique_ptr<void, FreeDeleter> p;
+    std::int64_t bytes = 0;
+};
+thread_local Scratch t_scratch;
+thread_local bool t_failed = false;
+std::atomic<std::int64_t> g_scratch_limit{-1};
+
 struct Info {
     std::string_view name, text;
 };
@@ -14,5 +29,29 @@ constexpr Info kBailouts[] = {
 
 std::string_view bailout_name(Bailout b) { return kBailouts[static_cast<int>(b)].name; }
 std::string_view bailout_text(Bailout b) { return kBailouts[static_cast<int>(b)].text; }
+
+void* kernel_scratch(std::int64_t bytes) noexcept {
+    if (const std::int64_t limit = g_scratch_limit.load(std::memory_order_relaxed); limit >= 0 && bytes > limit) return nullptr;
+    if (bytes <= t_scratch.bytes) return t_scratch.p.get();
+    if (bytes < 0 || bytes > (std::int64_t{1} << 40)) return nullptr;
+    const auto size = (static_cast<std::size_t>(bytes) + 63) / 64 * 64;  // aligned_alloc wants a multiple
+    t_scratch.p.reset();  // the old contents need not survive
+    t_scratch.bytes = 0;
+    void* p = std::aligned_alloc(64, size);
+    if (!p) return nullptr;
+    t_scratch.p.reset(p);
+    t_scratch.bytes = static_cast<std::int64_t>(size);
+    return p;
+}
+
+void kernel_failed() noexcept { t_failed = true; }
+
+void set_kernel_scratch_limit(std::int64_t bytes) noexcept { g_scratch_limit.store(bytes, std::memory_order_relaxed); }
+
+bool take_kernel_failure() noexcept {
+    const bool f = t_failed;
+    t_failed = false;
+    return f;
+}
 
 }  // namespace kiln::tiers

@@ -37,6 +37,21 @@ std::string_view bailout_text(Bailout b);
 
 using KernelFn = void (*)(void* const* buffers, const std::int64_t* params, std::int64_t begin, std::int64_t end);
 
+// Run-time support that compiled code calls. A backend binds these functions to the
+// symbols named here in the code it generates.
+// kernel_scratch: a 64-byte-aligned buffer of at least `bytes` that belongs to the calling
+// thread and is reused by its next kernel (a kernel never runs another, so one is enough);
+// null when the memory cannot be had. A kernel that gets null calls kernel_failed() and
+// returns without doing its work; the engine checks take_kernel_failure() on the same
+// thread after every kernel call and raises std::bad_alloc (never a wrong answer).
+inline constexpr const char* kScratchSymbol = "kiln_rt_kernel_scratch";
+inline constexpr const char* kFailedSymbol = "kiln_rt_kernel_failed";
+void* kernel_scratch(std::int64_t bytes) noexcept;
+void kernel_failed() noexcept;
+bool take_kernel_failure() noexcept;
+// Test hook: kernel_scratch returns null for more than `bytes` (negative: no limit, the default).
+void set_kernel_scratch_limit(std::int64_t bytes) noexcept;
+
 // Compiled code. Kept alive (shared_ptr) by every plan and call that may run it; the
 // backend frees the machine code when the last reference goes.
 class CompiledKernel {

@@ -95,8 +95,8 @@ public:
     std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
     // Runs one call into caller-owned outputs: each must be defined with the output's
     // dtype, device and shape (it may be strided). Arguments are checked before anything
-    // runs; an error raised while running (e.g. a gather index out of range) may leave the
-    // outputs partly written.
+    // runs; an error raised while running (e.g. a gather index out of range, or
+    // std::bad_alloc when memory runs out) may leave the outputs partly written.
     void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
     // Prepares for these input shapes (one Shape per input) ahead of traffic: checks them,
     // plans them, and compiles every group that tier 2 can compile for them; returns when

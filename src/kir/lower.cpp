@@ -153,13 +153,14 @@ ExprRef Lowering::dim_of(ValueId v, std::size_t axis) {
     return r ? r : index_const(1);
 }
 
+ExprRef Lowering::known_dim(ValueId v, std::size_t axis) {
+    if (ExprRef e = dim_of(v, axis)) return e;
+    throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(v) + " is not known from any buffer"};
+}
+
 ExprRef Lowering::product(ValueId v, std::size_t begin, std::size_t end) {
     ExprRef p = index_const(1);
-    for (std::size_t d = begin; d < end; ++d) {
-        ExprRef e = dim_of(v, d);
-        if (!e) throw Unsupported{"dim " + std::to_string(d) + " of %" + std::to_string(v) + " is not known from any buffer"};
-        p = imul(p, e);
-    }
+    for (std::size_t d = begin; d < end; ++d) p = imul(p, known_dim(v, d));
     return p;
 }
 
@@ -204,7 +205,7 @@ ExprRef Lowering::offset(ValueId v, const Space& space) {
                 if (d != a) idx = irem(idx, space.extents[d]);
                 ExprRef st = stride(d - shift);
                 if (!(ud == space.dims[d]) && !ud.is_static())
-                    st = select(binary(BinaryOp::eq, dim_of(v, d - shift), index_const(1)), index_const(0), st);
+                    st = select(binary(BinaryOp::eq, known_dim(v, d - shift), index_const(1)), index_const(0), st);
                 off = iadd(off, imul(idx, st));
             }
         }
@@ -234,8 +235,7 @@ bool Lowering::is_view(ValueId v) const { return in_group(v) && passes::is_view_
 // A slice bound on axis `axis` of x as the interpreter clamps it: a negative value counts
 // from the end, then the result is clamped to [0, size].
 ExprRef Lowering::slice_start(ValueId x, std::size_t axis, std::int64_t bound) {
-    ExprRef n = dim_of(x, axis);
-    if (!n) throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(x) + " is not known from any buffer"};
+    ExprRef n = known_dim(x, axis);
     std::int64_t nv = 0;
     if (const_value(n, &nv)) return index_const(bound < 0 ? std::max<std::int64_t>(bound + nv, 0) : std::min(bound, nv));
     if (bound < 0) return binary(BinaryOp::max, iadd(n, index_const(bound)), index_const(0));
@@ -314,7 +314,7 @@ std::vector<ExprRef> Lowering::point_dims(ValueId v, const Space& space) {
         ExprRef idx = idiv(space.seg_index[uz(space.segment[d])], inner);
         if (d != a) idx = irem(idx, space.extents[d]);
         if (!(vd[j] == space.dims[d]) && !vd[j].is_static())
-            idx = select(binary(BinaryOp::eq, dim_of(v, j), index_const(1)), index_const(0), idx);
+            idx = select(binary(BinaryOp::eq, known_dim(v, j), index_const(1)), index_const(0), idx);
         out.push_back(idx);
     }
     return out;
@@ -399,7 +399,7 @@ ExprRef Lowering::view_offset(ValueId v, Point p, ValueId* root) {
             const ExprRef& idx = d[lead + j];
             if (xd[j].is_static()) xi.push_back(xd[j].value() == 1 ? index_const(0) : idx);
             else if (xd[j] == vd[lead + j]) xi.push_back(idx);
-            else xi.push_back(select(binary(BinaryOp::eq, dim_of(x, j), index_const(1)), index_const(0), idx));
+            else xi.push_back(select(binary(BinaryOp::eq, known_dim(x, j), index_const(1)), index_const(0), idx));
         }
         break;
     }

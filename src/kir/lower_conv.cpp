@@ -54,11 +54,7 @@ void lower_conv(Lowering& L) {
     if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2 || groups < 1)
         throw Unsupported{"conv2d attributes"};
 
-    auto dim = [&](ValueId v, std::size_t axis) {
-        ExprRef e = L.dim_of(v, axis);
-        if (!e) throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(v) + " is not known from any buffer"};
-        return e;
-    };
+    auto dim = [&](ValueId v, std::size_t axis) { return L.known_dim(v, axis); };
     const ExprRef N = dim(X, 0), Cin = dim(X, 1), H = dim(X, 2), Wd = dim(X, 3);
     const ExprRef O = dim(Wt, 0), CG = dim(Wt, 1), KH = dim(Wt, 2), KW = dim(Wt, 3);
     const ExprRef OH = dim(out, 2), OW = dim(out, 3);

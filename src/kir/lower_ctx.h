@@ -63,6 +63,9 @@ public:
     // The run-time value of dim `axis` of value v: a constant, a param, or (for a fresh
     // symbol of a group node) the broadcast of its operands' dims. Null if unknown.
     ExprRef dim_of(ir::ValueId v, std::size_t axis);
+    // dim_of, or Unsupported when unknown (e.g. a broadcast_to view's symbol that no
+    // buffer of the group holds): the group then stays on the interpreter.
+    ExprRef known_dim(ir::ValueId v, std::size_t axis);
     ExprRef product(ir::ValueId v, std::size_t begin, std::size_t end);
     Space make_space(ir::ValueId shape_of, const std::vector<std::size_t>& seg_starts,
                      const std::vector<ExprRef>& seg_index);

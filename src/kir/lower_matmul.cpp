@@ -42,11 +42,7 @@ void lower_matmul(Lowering& L) {
     if (ro < mat) throw Unsupported{"matmul output rank"};
     const std::size_t nbd = ro - mat;  // batch dims of the output
 
-    auto dim = [&](ValueId v, std::size_t axis) {
-        ExprRef e = L.dim_of(v, axis);
-        if (!e) throw Unsupported{"dim " + std::to_string(axis) + " of %" + std::to_string(v) + " is not known from any buffer"};
-        return e;
-    };
+    auto dim = [&](ValueId v, std::size_t axis) { return L.known_dim(v, axis); };
     const ExprRef M = has_m ? dim(A, ra - 2) : index_const(1);
     const ExprRef K = dim(A, ra - 1);
     const ExprRef N = has_n ? dim(B, rb - 1) : index_const(1);

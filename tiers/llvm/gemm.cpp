@@ -27,7 +27,8 @@
 // over its rows and columns (vectorised by LLVM) applies the epilogue and stores C.
 //
 // Scratch (packed B, plus partial sums when k > KC) lives in a 64-byte-aligned buffer on
-// the stack when it fits in kStackBytes, else in one malloc'd buffer per kernel call.
+// the stack when it fits in kStackBytes, else in the calling thread's kernel scratch
+// (tiers::kernel_scratch: allocated once per thread, reused by every later call).
 // Dims bound by the specialisation are constants, so LLVM folds the block arithmetic and
 // edge tests; generic dims stay run-time values and every edge case is handled.
 #include "tiers/llvm/codegen.h"
@@ -113,23 +114,25 @@ public:
 
         llvm::Module& mod = *fn_->getParent();
         auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
-        llvm::FunctionCallee malloc_fn = mod.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
-        llvm::FunctionCallee free_fn = mod.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr_t}, false));
+        llvm::FunctionCallee scratch_fn =
+            mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
+        llvm::FunctionCallee failed_fn = mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
 
         Value* nonempty = b_.CreateICmpSLT(begin, end);
         Value* use_heap = b_.CreateAnd(nonempty, b_.CreateNot(small));
-        Value* heap = if_value(use_heap, [&] { return b_.CreateCall(malloc_fn, {bytes}); },
+        Value* heap = if_value(use_heap, [&] { return b_.CreateCall(scratch_fn, {bytes}); },
                                llvm::ConstantPointerNull::get(ptr_t));
+        // No scratch: record the failure and do no work (tier.h).
+        Value* failed = b_.CreateAnd(use_heap, b_.CreateIsNull(heap));
+        if_then(failed, [&] { b_.CreateCall(failed_fn, {}); });
         Value* base = b_.CreateSelect(use_heap, heap, stack);
-        // Align to 64 bytes (malloc gives 16).
+        // Align to 64 bytes (the stack array is aligned; the scratch is too, but cheaply checked).
         Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
         Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(63));
         bp_ = b_.CreateGEP(i8, base, pad, "gemm.bp");
         cacc_ = b_.CreateGEP(t_, bp_, bp_elems, "gemm.cacc");
 
-        loop(begin, end, i64(1), "gemm.outer", [&](Value* outer) { block(outer); });
-
-        if_then(use_heap, [&] { b_.CreateCall(free_fn, {heap}); });
+        loop(begin, b_.CreateSelect(failed, begin, end), i64(1), "gemm.outer", [&](Value* outer) { block(outer); });
     }
 
 private:

@@ -226,8 +226,20 @@ private:
     std::size_t bytes_;
 };
 
-// A fresh JITDylib for one kernel ("kiln.<n>").
-llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) { return j.lljit->createJITDylib("kiln." + std::to_string(++g_kernel_counter)); }
+// A fresh JITDylib for one kernel ("kiln.<n>"), with the run-time support of tier.h bound.
+llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
+    auto jd = j.lljit->createJITDylib("kiln." + std::to_string(++g_kernel_counter));
+    if (!jd) return jd;
+    const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
+    orc::SymbolMap runtime;
+    runtime[j.lljit->mangleAndIntern(kScratchSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_scratch), flags};
+    runtime[j.lljit->mangleAndIntern(kFailedSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_failed), flags};
+    if (llvm::Error err = jd->define(orc::absoluteSymbols(std::move(runtime)))) {
+        LlvmKernel::remove_dylib(&*jd);
+        return std::move(err);
+    }
+    return jd;
+}
 
 // Looks `symbol` up in `jd` (materialising what was added to it) and wraps the code.
 CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink) {
