@@ -27,11 +27,14 @@
 
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -59,7 +62,15 @@ struct Ctx {
     std::string impl;  // "kiln" or "kiln_interp"
     int threads = 1;
     int failures = 0;
+    // Tier-2 compiles of every group measured ("function/group" -> count, ms), from the
+    // function's latest stats (they accumulate over its shapes).
+    std::map<std::string, std::pair<std::uint64_t, double>> t2_compiles;
 };
+
+void record_compiles(Ctx& ctx, const kiln::FunctionStats& s) {
+    for (const kiln::GroupStats& g : s.groups)
+        if (g.compiles_by_tier[2] > 0) ctx.t2_compiles[s.name + "/" + g.name] = {g.compiles_by_tier[2], g.compile_ms_by_tier[2]};
+}
 
 bool selected(const Ctx& ctx, const std::string& name) {
     return ctx.settings.only.empty() || name.find(ctx.settings.only) != std::string::npos;
@@ -141,6 +152,7 @@ void measure(Ctx& ctx, const std::string& name, const kiln::Function& f, const s
         if (d > 0) tier = k;
         per_tier += (k ? "/" : "") + std::to_string(d);
     }
+    record_compiles(ctx, after);
     const double err = check();
     const bool ok = err <= ctx.settings.tol;
     if (!ok) ++ctx.failures;
@@ -479,6 +491,14 @@ int main(int argc, char** argv) try {
     Result r("jit_compile", ctx.impl);
     r.add_int("compiles", static_cast<I64>(es.compiles)).add("compile_ms", es.compile_ms, 5);
     r.add("mean_ms", es.compiles > 0 ? es.compile_ms / double(es.compiles) : NAN, 5);
+    // Per group: its mean tier-2 (LLVM) compile time; then the median and the largest of those.
+    std::vector<double> per_group;
+    for (const auto& [key, c] : ctx.t2_compiles) per_group.push_back(c.second / static_cast<double>(c.first));
+    std::sort(per_group.begin(), per_group.end());
+    const std::size_t ng = per_group.size();
+    r.add_int("t2_groups", static_cast<I64>(ng));
+    r.add("t2_group_median_ms", ng ? (ng % 2 ? per_group[ng / 2] : 0.5 * (per_group[ng / 2 - 1] + per_group[ng / 2])) : NAN, 5);
+    r.add("t2_group_max_ms", ng ? per_group.back() : NAN, 5);
     r.add_int("failures", static_cast<I64>(es.compile_failures)).add_int("specializations", static_cast<I64>(es.specializations));
     r.add_int("guard_failures", static_cast<I64>(es.guard_failures)).add_int("deopts", static_cast<I64>(es.deopts));
     r.add_int("calls_t0", static_cast<I64>(es.calls_by_tier[0])).add_int("calls_t1", static_cast<I64>(es.calls_by_tier[1]));

@@ -9,6 +9,7 @@
 #include "src/passes/fuse.h"
 #include "tiers/tier.h"
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -58,6 +59,8 @@ public:
     std::atomic<std::uint64_t> guard_failures{0};
     std::atomic<std::uint64_t> deopts{0};
     std::atomic<std::uint64_t> evictions{0};  // versions the code cache took out
+    std::array<std::atomic<std::uint64_t>, 3> compiles_by_tier{};    // successful compiles
+    std::array<std::atomic<std::uint64_t>, 3> compile_us_by_tier{};  // and their time
 
     // The kernel printed without names (jit/code_cache.h: normalised_kir), made once.
     const std::string& kir_text() const {

@@ -232,8 +232,14 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
     trace_compile(tier, gr, spec, generic, t0, r.kernel ? "compiled" : tiers::bailout_name(r.bailout).data(), "miss");
     counters_.compile_us.fetch_add(o.us, std::memory_order_relaxed);
     counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
-    if (r.kernel) counters_.compiles.fetch_add(1, std::memory_order_relaxed);
-    else counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
+    if (r.kernel) {
+        counters_.compiles.fetch_add(1, std::memory_order_relaxed);
+        const auto t = static_cast<std::size_t>(std::clamp(tier.level(), 0, 2));
+        gr.compiles_by_tier[t].fetch_add(1, std::memory_order_relaxed);
+        gr.compile_us_by_tier[t].fetch_add(o.us, std::memory_order_relaxed);
+    } else {
+        counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
+    }
     if (r.kernel) {
         if (disk && !r.object.empty()) disk->store(key, DiskEntry{std::move(r.object), std::move(r.symbol)});
         o.entry = tiers_.cache->insert(key, std::move(r.kernel), tier.level(), self, evicted);

@@ -163,6 +163,16 @@ TEST_CASE("code cache: a second function with the same kernels reuses the first 
     CHECK(f2.stats().code_cache_hits == 1);
     CHECK(f2.stats().calls_by_tier[static_cast<std::size_t>(level)] > 0);
     CHECK(f3.stats().compiles == 1);
+    // Per group: the compile is counted under its tier, with its time; a cache hit is not.
+    const auto lv = static_cast<std::size_t>(level);
+    REQUIRE(f1.stats().groups.size() == 1);
+    CHECK(f1.stats().groups[0].compiles_by_tier[lv] == 1);
+    CHECK(f1.stats().groups[0].compile_ms_by_tier[lv] > 0.0);
+    CHECK(f1.stats().groups[0].compiles_by_tier[3 - lv] == 0);
+    REQUIRE(f2.stats().groups.size() == 1);
+    CHECK(f2.stats().groups[0].compiles_by_tier[lv] == 0);
+    CHECK(f2.stats().groups[0].compile_ms_by_tier[lv] == 0.0);
+    CHECK(f1.stats().to_json().find("\"compiles_by_tier\":[") != std::string::npos);
     EngineStats es = engine.stats();
     CHECK(es.code_cache_hits == 1);
     CHECK(es.code_cache_misses == 2);

@@ -26,6 +26,10 @@ struct GroupStats {
     std::uint64_t compiled_calls = 0;  // calls that ran compiled code
     double total_ms = 0.0;         // time spent running it, all tiers
     std::uint64_t versions = 0;    // compiled versions published
+    // Successful compiles of this group by tier (index 1: tier 1, 2: tier 2) and the time
+    // they took; code found in the code cache or KILN_CACHE_DIR is not a compile.
+    std::array<std::uint64_t, 3> compiles_by_tier{};
+    std::array<double, 3> compile_ms_by_tier{};
     std::string note;              // why it stays on the interpreter, when it does
 };
 

@@ -113,6 +113,10 @@ FunctionStats FunctionImpl::stats() const {
         g.calls = gr.calls.load(std::memory_order_relaxed);
         g.compiled_calls = gr.calls_compiled.load(std::memory_order_relaxed);
         g.total_ms = static_cast<double>(gr.ns.load(std::memory_order_relaxed)) * 1e-6;
+        for (std::size_t t = 0; t < 3; ++t) {
+            g.compiles_by_tier[t] = gr.compiles_by_tier[t].load(std::memory_order_relaxed);
+            g.compile_ms_by_tier[t] = static_cast<double>(gr.compile_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
+        }
         if (!gr.kernel) g.note = gr.lower_failure;
         else if (!tiers.jit_enabled()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
         s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);

@@ -52,7 +52,10 @@ std::string FunctionStats::to_json() const {
         os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"kind\":" << quote(groups[i].kind)
            << ",\"tier\":" << groups[i].tier << ",\"calls\":" << groups[i].calls
            << ",\"compiled_calls\":" << groups[i].compiled_calls << ",\"versions\":" << groups[i].versions
-           << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"note\":" << quote(groups[i].note) << "}";
+           << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"compiles_by_tier\":[" << groups[i].compiles_by_tier[0]
+           << "," << groups[i].compiles_by_tier[1] << "," << groups[i].compiles_by_tier[2] << "],\"compile_ms_by_tier\":["
+           << num(groups[i].compile_ms_by_tier[0]) << "," << num(groups[i].compile_ms_by_tier[1]) << ","
+           << num(groups[i].compile_ms_by_tier[2]) << "],\"note\":" << quote(groups[i].note) << "}";
     os << "],\"bailouts\":{";
     bool first_b = true;
     for (const auto& [reason, n] : bailouts) {
