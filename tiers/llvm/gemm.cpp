@@ -38,6 +38,7 @@
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 
 #include <atomic>
@@ -157,7 +158,9 @@ private:
     llvm::BasicBlock* block_named(const std::string& name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
 
     // for (iv = begin; iv < end; iv += step) body(iv): a guarded, rotated loop.
-    template <class F> void loop(Value* begin, Value* end, Value* step, const std::string& name, F body) {
+    // `scalar`: a loop of a few iterations that the loop vectoriser should leave alone (its
+    // vector and epilogue loops would cost compile time and gain nothing).
+    template <class F> void loop(Value* begin, Value* end, Value* step, const std::string& name, F body, bool scalar = false) {
         auto* pre = b_.GetInsertBlock();
         auto* head = block_named(name);
         auto* exit = block_named(name + ".exit");
@@ -168,7 +171,14 @@ private:
         body(iv);
         Value* next = b_.CreateAdd(iv, step, name + ".next", false, true);
         iv->addIncoming(next, b_.GetInsertBlock());
-        b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        auto* br = b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        if (scalar) {
+            llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                     llvm::ConstantAsMetadata::get(b_.getFalse())};
+            auto* id = llvm::MDNode::getDistinct(ctx_, {nullptr, llvm::MDNode::get(ctx_, off)});
+            id->replaceOperandWith(0, id);
+            br->setMetadata(llvm::LLVMContext::MD_loop, id);
+        }
         b_.SetInsertPoint(exit);
     }
 
@@ -307,7 +317,7 @@ private:
         Value* zero = llvm::ConstantFP::get(t_, 0.0);
         Value* plane_elems = b_.CreateMul(im_h_, im_w_);
         auto fill = [&](Value* dst, Value* from, Value* to) {
-            loop(from, to, i64(1), "im2col.zero", [&](Value* t) { b_.CreateAlignedStore(zero, elem(dst, t), ea); });
+            loop(from, to, i64(1), "im2col.zero", [&](Value* t) { b_.CreateAlignedStore(zero, elem(dst, t), ea); }, true);
         };
         loop(i64(0), nc, i64(nr_), "im2col.strip", [&](Value* jr) {
             Value* cols = smin(i64(nr_), b_.CreateSub(nc, jr));
@@ -338,12 +348,27 @@ private:
                     hi = b_.CreateSelect(row_in, smax(smin(hi, len), lo), len);
                     Value* dq = elem(d, q);
                     Value* src = elem(plane, b_.CreateAdd(b_.CreateMul(iy, im_w_), base));
-                    fill(dq, i64(0), lo);
-                    loop(lo, hi, i64(1), "im2col.copy", [&](Value* t) {
-                        Value* x = b_.CreateAlignedLoad(t_, elem(src, b_.CreateMul(t, i64(sw))), ea);
-                        b_.CreateAlignedStore(x, elem(dq, t), ea);
-                    });
-                    fill(dq, hi, len);
+                    auto general = [&] {
+                        fill(dq, i64(0), lo);
+                        loop(lo, hi, i64(1), "im2col.copy", [&](Value* t) {
+                            Value* x = b_.CreateAlignedLoad(t_, elem(src, b_.CreateMul(t, i64(sw))), ea);
+                            b_.CreateAlignedStore(x, elem(dq, t), ea);
+                        }, true);
+                        fill(dq, hi, len);
+                    };
+                    if (sw != 1) {
+                        general();
+                        return;
+                    }
+                    // The common case: a whole strip (NR pixels) inside one input row, no
+                    // padding: NR/VW vector copies.
+                    Value* whole = b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(nr_)));
+                    if_else(whole, [&] {
+                        for (int v = 0; v < nv_; ++v) {
+                            Value* x = b_.CreateAlignedLoad(vt_, elem(src, i64(v * vw_)), ea);
+                            b_.CreateAlignedStore(x, elem(dq, i64(v * vw_)), ea);
+                        }
+                    }, general);
                 });
                 fill(d, cols, i64(nr_));  // the zero padding of a last, partial strip
             });
