@@ -12,6 +12,7 @@
 // 3. views: a shape op whose consumers all lie in one elementwise or row_reduction group,
 //    that is not a graph output and whose operand that group does not compute, moves into
 //    the group (decided from the last node backwards, so chains of views move together);
+//    a broadcast_to only when each symbolic dim it introduces is a dim of what it feeds;
 // 4. groups are ordered topologically (smallest first node first) and their inputs and
 //    outputs are collected.
 #include "src/passes/fuse.h"
@@ -305,7 +306,34 @@ private:
         if (b.kind != GroupKind::elementwise && b.kind != GroupKind::row_reduction) return -1;
         const ValueId x = node(v).inputs[0];
         if (group_of_[ix(x)] == gi && !is_view_op(node(x))) return -1;
+        if (node(v).op == ir::Op::broadcast_to && !broadcast_dims_reach(v, gi)) return -1;
         return gi;
+    }
+
+    // A broadcast_to view reads its operand with the target's dims; a symbolic target dim that
+    // is not the operand's must be a dim of what the view feeds (through views of the group),
+    // so that a buffer of the group holds it; else the lowering cannot know it and the group
+    // would stay on the interpreter (e.g. broadcast_to(x[1], [M]) + y[5], or a sum over M).
+    bool broadcast_dims_reach(ValueId v, int gi) const {
+        const auto& vd = node(v).type.dims;
+        const auto& xd = node(node(v).inputs[0]).type.dims;
+        const std::size_t lead = vd.size() - xd.size();
+        for (std::size_t j = 0; j < vd.size(); ++j) {
+            if (vd[j].is_static() || (j >= lead && xd[j - lead] == vd[j])) continue;
+            for (ValueId c : consumers_[ix(v)])
+                if (!dim_reaches(c, vd[j], gi)) return false;
+        }
+        return true;
+    }
+
+    bool dim_reaches(ValueId c, const Dim& d, int gi) const {
+        if (!is_view_op(node(c)) || group_of_[ix(c)] != gi) {
+            const auto& cd = node(c).type.dims;
+            return std::find(cd.begin(), cd.end(), d) != cd.end();
+        }
+        for (ValueId u : consumers_[ix(c)])  // a view already in the group: what it feeds
+            if (!dim_reaches(u, d, gi)) return false;
+        return true;
     }
 
     void absorb_views() {
