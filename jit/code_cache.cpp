@@ -29,6 +29,31 @@ std::shared_ptr<CodeEntry> CodeCache::find(const std::string& key, const std::sh
     return it->second;
 }
 
+std::shared_ptr<CodeEntry> CodeCache::find_or_claim(const std::string& key, const std::shared_ptr<GroupRuntime>& user) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        if (auto it = map_.find(key); it != map_.end()) {
+            ++hits_;
+            add_user(*it->second, user);
+            it->second->touch();
+            return it->second;
+        }
+        if (claimed_.insert(key).second) {
+            ++misses_;
+            return nullptr;
+        }
+        released_.wait(lock);  // another caller is making this code; look again when it is done
+    }
+}
+
+void CodeCache::release(const std::string& key) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        claimed_.erase(key);
+    }
+    released_.notify_all();
+}
+
 std::shared_ptr<CodeEntry> CodeCache::insert(const std::string& key, std::shared_ptr<const tiers::CompiledKernel> code,
                                              int tier, const std::shared_ptr<GroupRuntime>& user,
                                              std::vector<Evicted>* evicted) {

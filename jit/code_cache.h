@@ -19,11 +19,13 @@
 #include "tiers/tier.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::jit {
@@ -68,6 +70,13 @@ public:
 
     // The resident entry for `key`, recording `user` (counted as a hit), or null (a miss).
     std::shared_ptr<CodeEntry> find(const std::string& key, const std::shared_ptr<GroupRuntime>& user);
+    // find() for a caller about to make the code: while another caller has claimed `key`
+    // (its compile is in flight), waits for it to end. Returns the resident entry (a hit),
+    // or null with `key` claimed by this caller (a miss), who then makes the code, inserts
+    // it if it can and calls release(key) in any case. So two groups that need the same code
+    // at once compile it once.
+    std::shared_ptr<CodeEntry> find_or_claim(const std::string& key, const std::shared_ptr<GroupRuntime>& user);
+    void release(const std::string& key);
     // Admits freshly made code for `key` and records `user`; when another compile admitted
     // the key first, returns that entry instead (the new code is dropped). Entries evicted
     // to make room are appended to `evicted`.
@@ -80,6 +89,8 @@ private:
     std::atomic<std::uint64_t> clock_{1};
     mutable std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<CodeEntry>> map_;
+    std::unordered_set<std::string> claimed_;  // keys whose code is being made
+    std::condition_variable released_;
     std::uint64_t bytes_ = 0, admitted_ = 0;
     std::uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };

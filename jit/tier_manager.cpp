@@ -195,12 +195,17 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
     };
     const std::string key = code_key(tier, gr.kir_text(), spec);
     const std::shared_ptr<GroupRuntime> self = gr.shared_from_this();
-    // 1. Code another group of this engine already has.
-    if ((o.entry = tiers_.cache->find(key, self))) {
+    // 1. Code another group of this engine already has, or is making now (then this waits).
+    if ((o.entry = tiers_.cache->find_or_claim(key, self))) {
         counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
         trace_compile(tier, gr, spec, generic, t0, "compiled", "hit");
         return o;
     }
+    struct Release {  // after the insert below, so that the waiters find the code
+        CodeCache& cache;
+        const std::string& key;
+        ~Release() { cache.release(key); }
+    } release{*tiers_.cache, key};
     // 2. Code an earlier process left in KILN_CACHE_DIR.
     DiskCache* disk = tier.persists_code() ? tiers_.disk.get() : nullptr;
     if (disk) {

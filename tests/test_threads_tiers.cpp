@@ -194,3 +194,30 @@ TEST_CASE("compile queue: a function destroyed with compiles queued or running i
     f.wait_for_compiles();
     CHECK(e.stats().functions >= 1);
 }
+
+TEST_CASE("code cache: two functions that need the same code at once compile it once (the second waits, then hits)") {
+    if (!have_tier(2)) {
+        MESSAGE("skipped: this build has no tier 2 (LLVM)");
+        return;
+    }
+    // Each tier-2 compile sleeps first, so the two calls' compiles overlap for sure.
+    jit::set_compile_delay_for_testing(std::chrono::milliseconds(300));
+    Engine e(opts(kNever, 1, false));  // compiles on the calling threads
+    Graph g = chain_and_rows();
+    Function f1 = e.load(g), f2 = e.load(g), fi = Engine(interp()).load(g);
+    const std::vector<Tensor> in{Tensor::randn({8, 32}, 1), Tensor::randn({32}, 2)};
+    std::thread a([&] { (void)f1(in); }), b([&] { (void)f2(in); });
+    a.join();
+    b.join();
+    jit::set_compile_delay_for_testing(std::chrono::milliseconds(0));
+    check_same(f1, fi, in);
+    check_same(f2, fi, in);
+    const FunctionStats s1 = f1.stats(), s2 = f2.stats();
+    INFO(s1.to_json());
+    INFO(s2.to_json());
+    const std::uint64_t groups = s1.groups.size();
+    CHECK(groups >= 2);
+    CHECK(s1.compiles + s2.compiles == groups);                    // each kernel compiled once
+    CHECK(s1.code_cache_hits + s2.code_cache_hits == groups);      // and found once by the other
+    CHECK(s1.calls_by_tier[2] + s2.calls_by_tier[2] >= 2);
+}

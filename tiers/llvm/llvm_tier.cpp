@@ -236,7 +236,7 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
     runtime[j.lljit->mangleAndIntern(kFailedSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_failed), flags};
     if (llvm::Error err = jd->define(orc::absoluteSymbols(std::move(runtime)))) {
         LlvmKernel::remove_dylib(&*jd);
-        return std::move(err);
+        return err;
     }
     return jd;
 }
