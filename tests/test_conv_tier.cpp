@@ -83,6 +83,9 @@ std::vector<Tensor> make_inputs(const ConvCase& c, std::uint64_t seed) {
 }
 
 double tol(const ConvCase& c) {
+    // f16/bf16: the interpreter rounds after each epilogue op, the fused epilogue once.
+    if (c.dt == DType::f16) return 2e-2;
+    if (c.dt == DType::bf16) return 1e-1;
     const double eps = c.dt == DType::f32 ? 1.2e-7 : 2.3e-16;
     return 32.0 * eps * std::sqrt(static_cast<double>(std::max<std::int64_t>(1, c.c / c.groups * c.kh * c.kw)));
 }
@@ -171,6 +174,26 @@ TEST_CASE("conv tier: static shapes compiled at tier 2 match the interpreter") {
         CHECK(gs.tier == 2);
         CHECK(gs.compiled_calls > 0);
         CHECK(s.compile_failures == 0);
+    }
+}
+
+TEST_CASE("conv tier: f16 and bf16 (every case of the f32 list) compiled at tier 2 match the interpreter") {
+    for (DType dt : {DType::f16, DType::bf16}) {
+        for (ConvCase c : cases()) {
+            if (c.dt != DType::f32) continue;
+            c.dt = dt;
+            CAPTURE(describe(c));
+            Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
+            for (std::uint64_t seed : {1, 2, 3}) {
+                const std::vector<Tensor> in = make_inputs(c, seed);
+                CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < tol(c));
+            }
+            const FunctionStats s = fj.stats();
+            INFO(s.to_json());
+            CHECK(ref::group_of_kind(s, "conv").compiled_calls > 0);
+            CHECK(s.compile_failures == 0);
+        }
     }
 }
 

@@ -300,6 +300,38 @@ TEST_CASE("matmul tier: large K (several depth blocks) and large N (several colu
     }
 }
 
+TEST_CASE("matmul tier: f16 and bf16 operands (widened to f32 on packing, rounded once on store), compiled at tier 2") {
+    // The interpreter multiplies in f32 and rounds once, but rounds after each epilogue op
+    // too, where the fused epilogue rounds once: a few ulps of the 16-bit type apart.
+    for (DType dt : {DType::f16, DType::bf16}) {
+        CAPTURE(ref::dname(dt));
+        const double tolerance = dt == DType::f16 ? 5e-3 : 4e-2;
+        struct Shape2 {
+            std::int64_t K, N;
+            Epi epi;
+            bool runtime_b;
+        };
+        for (const Shape2& s : {Shape2{600, 300, Epi::bias_relu, false}, Shape2{37, 45, Epi::residual, true},
+                                Shape2{19, 70, Epi::bias_gelu, false}, Shape2{300, 5, Epi::none, true}}) {
+            CAPTURE(s.K);
+            CAPTURE(s.N);
+            Graph g = make_graph(dt, {dyn("M"), s.K}, s.K, s.N, s.epi, s.runtime_b);
+            Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
+            for (std::int64_t M : {1, 1, 1, 13, 13, 13, 64}) {  // 1 row, edge tiles, full tiles
+                CAPTURE(M);
+                std::vector<Tensor> in{Tensor::randn({M, s.K}, 5, dt)};
+                if (s.runtime_b) in.push_back(Tensor::randn({s.K, s.N}, 6, dt));
+                if (s.epi == Epi::residual) in.push_back(Tensor::randn({M, s.N}, 7, dt));
+                compare(fj, fi, in, 1, tolerance);
+            }
+            const FunctionStats st = fj.stats();
+            INFO(st.to_json());
+            CHECK(ref::group_of_kind(st, "matmul").compiled_calls > 0);
+            CHECK(st.compile_failures == 0);
+        }
+    }
+}
+
 TEST_CASE("matmul tier: a GEMM that gets no scratch memory raises std::bad_alloc, and later calls are right") {
     // K = 600 > KC and N = 300: the packed panels do not fit the stack buffer, so the kernel
     // asks for the thread's scratch; the hook makes that fail.

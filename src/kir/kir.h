@@ -180,7 +180,7 @@ struct Im2col {
 struct MatmulHint {
     int a = -1, b = -1;     // input buffers of the A and B operands (with im2col, b == im2col->x)
     int out = -1;           // the output buffer the epilogue stores to
-    Type type = Type::f32;  // element and accumulator type (f32 or f64)
+    Type type = Type::f32;  // accumulator type: compute_type of A and B (f16/bf16 operands: f32)
     ExprRef m, n, k;        // rows of A and C, columns of B and C, the contracted dim
     ExprRef batch;          // product of C's batch dims (1 for 2-D)
     std::int64_t row_block = 1;

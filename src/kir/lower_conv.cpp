@@ -40,9 +40,9 @@ void lower_conv(Lowering& L) {
     const ValueId X = cn.inputs[0], Wt = cn.inputs[1];
     const DType dt = L.node(X).type.dtype;
     for (ValueId v : cn.inputs)
-        if ((dt != DType::f32 && dt != DType::f64) || L.node(v).type.dtype != dt) {
+        if (!is_floating(dt) || L.node(v).type.dtype != dt) {
             std::ostringstream os;
-            os << "conv2d of " << L.node(v).type.dtype << " is not lowered (f32 and f64 only)";
+            os << "conv2d of " << L.node(v).type.dtype << " is not lowered (floating dtypes only)";
             throw Unsupported{os.str()};
         }
     const auto& od = cn.type.dims;

@@ -25,9 +25,9 @@ void lower_matmul(Lowering& L) {
     const ValueId out = L.group.outputs.front();
     const ValueId A = mn.inputs[0], B = mn.inputs[1];
     const DType dt = L.node(A).type.dtype;
-    if ((dt != DType::f32 && dt != DType::f64) || L.node(B).type.dtype != dt) {
+    if (!is_floating(dt) || L.node(B).type.dtype != dt) {
         std::ostringstream os;
-        os << "matmul of " << dt << " is not lowered (f32 and f64 only)";
+        os << "matmul of " << dt << " is not lowered (floating dtypes only)";
         throw Unsupported{os.str()};
     }
     const Type t = compute_type(dt);

@@ -127,10 +127,8 @@ private:
         check(h.type == Type::f32 || h.type == Type::f64, "matmul hint: the type is not f32 or f64");
         auto input = [&](int b, const char* what) {
             check(b >= 0 && static_cast<std::size_t>(b) < k_.buffers.size() && !k_.buffers[static_cast<std::size_t>(b)].output &&
-                      compute_type(k_.buffers[static_cast<std::size_t>(b)].dtype) == h.type &&
-                      k_.buffers[static_cast<std::size_t>(b)].dtype != DType::f16 &&
-                      k_.buffers[static_cast<std::size_t>(b)].dtype != DType::bf16,
-                  std::string("matmul hint: ") + what + " is not an input buffer of the hint's type");
+                      compute_type(k_.buffers[static_cast<std::size_t>(b)].dtype) == h.type,
+                  std::string("matmul hint: ") + what + " is not an input buffer whose compute type is the hint's");
         };
         input(h.a, "A");
         input(h.b, "B");

@@ -77,6 +77,12 @@ public:
         kc_ = 256;
         nc_ = 8 * nr_;
         vt_ = llvm::FixedVectorType::get(t_, static_cast<unsigned>(vw_));
+        da_ = k.buffers[static_cast<std::size_t>(h_.a)].dtype;
+        db_ = k.buffers[static_cast<std::size_t>(h_.b)].dtype;
+        // f16 operands widen with the host's conversion instruction (F16C); without it LLVM
+        // would call a run-time library function the JIT may not find.
+        if ((da_ == DType::f16 || db_ == DType::f16) && f.find("+f16c") == std::string::npos)
+            fail(Bailout::unsupported_dtype, "an f16 GEMM needs F16C on this host");
     }
 
     void run(Value* begin, Value* end) {
@@ -145,6 +151,7 @@ private:
     llvm::Type* t_ = nullptr;
     llvm::FixedVectorType* vt_ = nullptr;
     int es_ = 4, vw_ = 8, nv_ = 2, nr_ = 16, mr_ = 6;
+    DType da_ = DType::f32, db_ = DType::f32;  // how A and B are stored (f16/bf16: widened on load)
     std::int64_t kc_ = 256, nc_ = 128;
     llvm::AllocaInst* tile_ = nullptr;
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
@@ -155,6 +162,30 @@ private:
     Value* smin(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); }
     Value* smax(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y); }
     Value* elem(Value* base, Value* idx) { return b_.CreateInBoundsGEP(t_, base, idx); }
+
+    // Operands (A, B, the conv input) as stored: element `idx` of one stored as `d`, and a
+    // load of `n` such elements (n == 1: a scalar) widened to the compute type.
+    llvm::Type* storage(DType d) {
+        switch (d) {
+        case DType::f16: case DType::bf16: return b_.getInt16Ty();
+        case DType::f64: return b_.getDoubleTy();
+        default: return b_.getFloatTy();
+        }
+    }
+    Value* selem(DType d, Value* base, Value* idx) { return b_.CreateInBoundsGEP(storage(d), base, idx); }
+    Value* load_in(DType d, Value* p, int n) {
+        auto vec = [&](llvm::Type* e) -> llvm::Type* { return n == 1 ? e : llvm::FixedVectorType::get(e, static_cast<unsigned>(n)); };
+        Value* raw = b_.CreateAlignedLoad(vec(storage(d)), p, llvm::Align(dtype_size(d)));
+        switch (d) {
+        case DType::f16: return b_.CreateFPExt(b_.CreateBitCast(raw, vec(b_.getHalfTy())), vec(t_));
+        case DType::bf16: {  // the top half of an f32
+            Value* w = b_.CreateShl(b_.CreateZExt(raw, vec(b_.getInt32Ty())), llvm::ConstantInt::get(vec(b_.getInt32Ty()), 16));
+            return b_.CreateBitCast(w, vec(t_));
+        }
+        default: return raw;
+        }
+    }
+    bool widened_b() const { return db_ == DType::f16 || db_ == DType::bf16; }
     llvm::BasicBlock* block_named(const std::string& name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
 
     // for (iv = begin; iv < end; iv += step) body(iv): a guarded, rotated loop.
@@ -236,14 +267,14 @@ private:
             j1 = smin(b_.CreateAdd(j0, i64(h_.col_block)), n_);
         }
         em_.bind_var(h_.batch_var, bidx);
-        Value* ab = elem(a_, em_.index(h_.a_offset));
-        Value* bb = h_.im2col ? nullptr : elem(bbuf_, em_.index(h_.b_offset));
-        Value* xb = h_.im2col ? elem(bbuf_, em_.index(h_.im2col->x_offset)) : nullptr;
+        Value* ab = selem(da_, a_, em_.index(h_.a_offset));
+        Value* bb = h_.im2col ? nullptr : selem(db_, bbuf_, em_.index(h_.b_offset));
+        Value* xb = h_.im2col ? selem(db_, bbuf_, em_.index(h_.im2col->x_offset)) : nullptr;
         Value* kmax = smax(k_dim_, i64(1));
         // A block with no full MR-row tile (few rows: small batches, GEMV-like) reads full
         // NR-column strips of B in place with the 1-row kernel instead of packing them (a
-        // dense B only; im2col is always packed).
-        Value* direct = h_.im2col ? b_.getFalse() : b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
+        // dense B of the compute type only; im2col and f16/bf16 are always packed).
+        Value* direct = h_.im2col || widened_b() ? b_.getFalse() : b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
         loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
             Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
             loop(i64(0), kmax, i64(kc_), "gemm.pc", [&](Value* pc) {
@@ -258,8 +289,9 @@ private:
                     Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                     Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
                     Value* inplace = b_.CreateAnd(direct, b_.CreateICmpEQ(nr, i64(nr_)));
-                    Value* strip1 = h_.im2col ? strip
-                                              : b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
+                    Value* strip1 = h_.im2col || widened_b()
+                                        ? strip
+                                        : b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
                     Value* stride1 = b_.CreateSelect(inplace, n_, i64(nr_));
                     Tile t{ab, strip, strip1, stride1, pc, kc, first, last, i0, jc, jr, nr};
                     loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) { micro(t, ir, mr_); });
@@ -276,12 +308,12 @@ private:
         Value* full = b_.CreateMul(b_.CreateSDiv(nc, i64(nr_)), i64(nr_));
         loop(i64(0), b_.CreateSelect(direct, i64(0), full), i64(nr_), "pack.full", [&](Value* jr) {
             Value* dst = elem(bp_, b_.CreateMul(jr, kc));
-            Value* src = elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr)));
+            Value* src = selem(db_, bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr)));
             loop(i64(0), kc, i64(1), "pack.k", [&](Value* kk) {
-                Value* s = elem(src, b_.CreateMul(kk, n_));
+                Value* s = selem(db_, src, b_.CreateMul(kk, n_));
                 Value* d = elem(dst, b_.CreateMul(kk, i64(nr_)));
                 for (int v = 0; v < nv_; ++v) {
-                    Value* x = b_.CreateAlignedLoad(vt_, elem(s, i64(v * vw_)), llvm::Align(static_cast<std::uint64_t>(es_)));
+                    Value* x = load_in(db_, selem(db_, s, i64(v * vw_)), vw_);
                     b_.CreateAlignedStore(x, elem(d, i64(v * vw_)), llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
                 }
             });
@@ -289,14 +321,14 @@ private:
         if_then(b_.CreateICmpSLT(full, nc), [&] {
             Value* cols = b_.CreateSub(nc, full);
             Value* dst = elem(bp_, b_.CreateMul(full, kc));
-            Value* src = elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, full)));
+            Value* src = selem(db_, bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, full)));
             loop(i64(0), kc, i64(1), "pack.edge", [&](Value* kk) {
-                Value* s = elem(src, b_.CreateMul(kk, n_));
+                Value* s = selem(db_, src, b_.CreateMul(kk, n_));
                 Value* d = elem(dst, b_.CreateMul(kk, i64(nr_)));
                 loop(i64(0), i64(nr_), i64(1), "pack.c", [&](Value* c) {
                     Value* in = b_.CreateICmpSLT(c, cols);
                     Value* safe = b_.CreateSelect(in, c, i64(0));
-                    Value* x = b_.CreateAlignedLoad(t_, elem(s, safe), llvm::Align(static_cast<std::uint64_t>(es_)));
+                    Value* x = load_in(db_, selem(db_, s, safe), 1);
                     x = b_.CreateSelect(in, x, llvm::ConstantFP::get(t_, 0.0));
                     b_.CreateAlignedStore(x, elem(d, c), llvm::Align(static_cast<std::uint64_t>(es_)));
                 });
@@ -331,7 +363,7 @@ private:
                 Value* r = b_.CreateSRem(ka, im_khw_);
                 Value* ioff = b_.CreateSub(b_.CreateMul(b_.CreateSDiv(r, im_kw_), i64(c.dilation[0])), i64(c.pad[0]));
                 Value* joff = b_.CreateSub(b_.CreateMul(b_.CreateSRem(r, im_kw_), i64(c.dilation[1])), i64(c.pad[1]));
-                Value* plane = elem(xb, b_.CreateMul(ch, plane_elems));
+                Value* plane = selem(db_, xb, b_.CreateMul(ch, plane_elems));
                 Value* d = elem(strip, b_.CreateMul(kk, i64(nr_)));
                 run_loop(cols, y0, x0, [&](Value* q, Value* y, Value* xo, Value* len) {
                     Value* iy = b_.CreateAdd(b_.CreateMul(y, i64(c.stride[0])), ioff);
@@ -347,11 +379,11 @@ private:
                     lo = b_.CreateSelect(row_in, smin(lo, len), len);
                     hi = b_.CreateSelect(row_in, smax(smin(hi, len), lo), len);
                     Value* dq = elem(d, q);
-                    Value* src = elem(plane, b_.CreateAdd(b_.CreateMul(iy, im_w_), base));
+                    Value* src = selem(db_, plane, b_.CreateAdd(b_.CreateMul(iy, im_w_), base));
                     auto general = [&] {
                         fill(dq, i64(0), lo);
                         loop(lo, hi, i64(1), "im2col.copy", [&](Value* t) {
-                            Value* x = b_.CreateAlignedLoad(t_, elem(src, b_.CreateMul(t, i64(sw))), ea);
+                            Value* x = load_in(db_, selem(db_, src, b_.CreateMul(t, i64(sw))), 1);
                             b_.CreateAlignedStore(x, elem(dq, t), ea);
                         }, true);
                         fill(dq, hi, len);
@@ -365,7 +397,7 @@ private:
                     Value* whole = b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(nr_)));
                     if_else(whole, [&] {
                         for (int v = 0; v < nv_; ++v) {
-                            Value* x = b_.CreateAlignedLoad(vt_, elem(src, i64(v * vw_)), ea);
+                            Value* x = load_in(db_, selem(db_, src, i64(v * vw_)), vw_);
                             b_.CreateAlignedStore(x, elem(dq, i64(v * vw_)), ea);
                         }
                     }, general);
@@ -411,7 +443,7 @@ private:
         std::vector<Value*> arow(static_cast<std::size_t>(rows));
         Value* row0 = b_.CreateAdd(t.i0, ir);
         for (int r = 0; r < rows; ++r)
-            arow[static_cast<std::size_t>(r)] = elem(t.ab, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(r)), k_dim_), t.pc));
+            arow[static_cast<std::size_t>(r)] = selem(da_, t.ab, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(r)), k_dim_), t.pc));
         // Partial sums of this tile: row (ir + r), columns jr.. of the panel.
         Value* ctile = elem(cacc_, b_.CreateAdd(b_.CreateMul(ir, nce_), t.jr));
         auto cptr = [&](int r, int v) { return elem(ctile, b_.CreateAdd(b_.CreateMul(i64(r), nce_), i64(v * vw_))); };
@@ -461,7 +493,7 @@ private:
                 bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), rows == 1 ? ea : va);
             std::vector<Value*> next(nacc);
             for (int r = 0; r < rows; ++r) {
-                Value* a = b_.CreateAlignedLoad(t_, elem(arow[static_cast<std::size_t>(r)], kk), ea);
+                Value* a = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), 1);
                 Value* s = b_.CreateVectorSplat(static_cast<unsigned>(vw_), a);
                 for (int v = 0; v < nv_; ++v) {
                     const std::size_t i = static_cast<std::size_t>(r * nv_ + v);
