@@ -256,10 +256,11 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
         tiers::KernelFn fn;
         void* const* bufs;
         const std::int64_t* ps;
-    } launch{v.code->entry(), s_.buffers.data(), ps};
+        bool may_fail;  // only GEMM kernels take scratch memory, so only they can fail (tiers/tier.h)
+    } launch{v.code->entry(), s_.buffers.data(), ps, k.matmul.has_value()};
     core::parallel_range(extent, per_outer, [&launch](std::int64_t b, std::int64_t e) {
         launch.fn(launch.bufs, launch.ps, b, e);
-        if (tiers::take_kernel_failure()) throw std::bad_alloc();  // no scratch memory (tiers/tier.h)
+        if (launch.may_fail && tiers::take_kernel_failure()) throw std::bad_alloc();
     });
 }
 

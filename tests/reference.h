@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -156,11 +157,19 @@ double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b);
 // The tier-0 engine shared by the op tests (Options with jit = false).
 kiln::Engine& interp_engine();
 kiln::Options interp_options();
-// Options for tests of tier-2 kernels: the JIT on, tier 2 after 2 calls of a shape, never
-// tier 1 (it leaves GEMM kernels to tier 2), compiles on the calling thread.
+// A tier threshold that is never reached.
+inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+// The JIT on with these tier thresholds (kNever: that tier never), compiles on the calling
+// thread unless `async`.
+kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_threshold, bool async = false);
+// Options for tests of tier-2 kernels: jit_options(kNever, 2): tier 2 after 2 calls of a
+// shape, never tier 1 (it leaves GEMM kernels to tier 2).
 kiln::Options tier2_options();
 // The stats of the group of `kind` in s (the first such group; a failed check when none).
 kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind);
+// Checks that the group of `kind` is at tier 2 and ran compiled calls, and that no compile
+// of the function failed.
+void check_tier2(const kiln::FunctionStats& s, const std::string& kind);
 // Loads `g` into a fresh tier-0 Function and calls it.
 std::vector<kiln::Tensor> run_graph(const kiln::Graph& g, const std::vector<kiln::Tensor>& inputs);
 // An ArgSpec with the static shape and dtype of `t`.

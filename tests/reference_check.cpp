@@ -92,20 +92,30 @@ double max_rel_diff(const kiln::Tensor& a, const kiln::Tensor& b) {
     return m;
 }
 
-kiln::Options tier2_options() {
+kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_threshold, bool async) {
     kiln::Options o;
     o.jit = true;
-    o.tier2_threshold = 2;
-    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
-    o.async_compile = false;
+    o.tier1_threshold = tier1_threshold;
+    o.tier2_threshold = tier2_threshold;
+    o.async_compile = async;
     return o;
 }
+
+kiln::Options tier2_options() { return jit_options(kNever, 2); }
 
 kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind) {
     for (const auto& gr : s.groups)
         if (gr.kind == kind) return gr;
     FAIL("no " << kind << " group in " << s.to_json());
     return {};
+}
+
+void check_tier2(const kiln::FunctionStats& s, const std::string& kind) {
+    INFO(s.to_json());
+    const kiln::GroupStats gs = group_of_kind(s, kind);
+    CHECK(gs.tier == 2);
+    CHECK(gs.compiled_calls > 0);
+    CHECK(s.compile_failures == 0);
 }
 
 kiln::Options interp_options() {

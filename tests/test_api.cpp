@@ -2,23 +2,19 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "reference.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 
 using namespace kiln;
 
 namespace {
 // Nothing tiers up, so every call is a tier-0 call and the code cache stays empty (with the
 // default thresholds a background tier-1 compile could land before a test's checks).
-Options no_tier_up() {
-    Options o;
-    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
-    o.tier2_threshold = std::numeric_limits<std::int64_t>::max();
-    return o;
-}
+Options no_tier_up() { return ref::jit_options(ref::kNever, ref::kNever, true); }
 
 Graph small_mlp() {
     Tensor w = Tensor::randn({8, 4}, 1), b = Tensor::randn({4}, 2);

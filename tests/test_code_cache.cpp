@@ -21,7 +21,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+using ref::kNever;
 
 class FakeKernel final : public tiers::CompiledKernel {
 public:
@@ -57,10 +57,7 @@ Graph many_groups() {
 using kiln::test::have_tier;
 
 Options sync_opts(std::int64_t t1, std::int64_t t2, std::int64_t cache_bytes) {
-    Options o;
-    o.async_compile = false;
-    o.tier1_threshold = t1;
-    o.tier2_threshold = t2;
+    Options o = ref::jit_options(t1, t2);
     o.code_cache_bytes = cache_bytes;
     return o;
 }

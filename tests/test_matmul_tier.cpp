@@ -161,12 +161,7 @@ TEST_CASE("matmul tier: 2-D matmul + epilogues at odd sizes, f32 and f64, compil
                 if (epi == Epi::residual) in.push_back(Tensor::randn({M, N}, 300, dt));
                 compare(fj, fi, in, 3, tol(dt, K));
             }
-            const FunctionStats s = fj.stats();
-            INFO(s.to_json());
-            const GroupStats gs = ref::group_of_kind(s, "matmul");
-            CHECK(gs.tier == 2);
-            CHECK(gs.compiled_calls > 0);
-            CHECK(s.compile_failures == 0);
+            ref::check_tier2(fj.stats(), "matmul");
         }
     }
 }
@@ -324,10 +319,7 @@ TEST_CASE("matmul tier: f16 and bf16 operands (widened to f32 on packing, rounde
                 if (s.epi == Epi::residual) in.push_back(Tensor::randn({M, s.N}, 7, dt));
                 compare(fj, fi, in, 1, tolerance);
             }
-            const FunctionStats st = fj.stats();
-            INFO(st.to_json());
-            CHECK(ref::group_of_kind(st, "matmul").compiled_calls > 0);
-            CHECK(st.compile_failures == 0);
+            ref::check_tier2(fj.stats(), "matmul");
         }
     }
 }

@@ -25,7 +25,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+using ref::kNever;
 
 Graph chain_and_rows() {
     Tensor g = Tensor::rand({32}, 3, DType::f32, 0.5, 1.5), b = Tensor::randn({32}, 4);
@@ -36,20 +36,6 @@ Graph chain_and_rows() {
                  });
 }
 
-Options opts(std::int64_t t1, std::int64_t t2, bool async) {
-    Options o;
-    o.jit = true;
-    o.async_compile = async;
-    o.tier1_threshold = t1;
-    o.tier2_threshold = t2;
-    return o;
-}
-
-Options interp() {
-    Options o;
-    o.jit = false;
-    return o;
-}
 
 void check_same(Function& f, Function& ref, const std::vector<Tensor>& in) {
     auto a = f(in);
@@ -68,8 +54,8 @@ TEST_CASE("tier1: groups reach tier 1 after KILN_TIER1_THRESHOLD calls; one vers
         return;
     }
     Graph g = chain_and_rows();
-    Function fj = Engine(opts(2, kNever, false)).load(g);
-    Function fi = Engine(interp()).load(g);
+    Function fj = Engine(ref::jit_options(2, kNever, false)).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor y = Tensor::randn({32}, 2);
     for (int i = 0; i < 3; ++i) check_same(fj, fi, {Tensor::randn({8, 32}, 10 + static_cast<std::uint64_t>(i)), y});
     FunctionStats s = fj.stats();
@@ -92,8 +78,8 @@ TEST_CASE("tier1: hot signatures move on to tier 2; a guard miss there runs tier
         return;
     }
     Graph g = chain_and_rows();
-    Function fj = Engine(opts(1, 3, false)).load(g);
-    Function fi = Engine(interp()).load(g);
+    Function fj = Engine(ref::jit_options(1, 3, false)).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor y = Tensor::randn({32}, 2), x = Tensor::randn({8, 32}, 1);
     for (int i = 0; i < 6; ++i) check_same(fj, fi, {x, y});
     FunctionStats s = fj.stats();
@@ -147,8 +133,8 @@ TEST_CASE("compile queue: calls do not wait for a slow compile; they run on the 
     constexpr auto kDelay = std::chrono::milliseconds(1500);
     jit::set_compile_delay_for_testing(kDelay);
     Graph g = chain_and_rows();
-    Function fj = Engine(opts(1, 2, true)).load(g);
-    Function fi = Engine(interp()).load(g);
+    Function fj = Engine(ref::jit_options(1, 2, true)).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor x = Tensor::randn({8, 32}, 1), y = Tensor::randn({32}, 2);
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -180,7 +166,7 @@ TEST_CASE("compile queue: a function destroyed with compiles queued or running i
         return;
     }
     jit::set_compile_delay_for_testing(std::chrono::milliseconds(200));
-    Engine e(opts(1, 1, true));
+    Engine e(ref::jit_options(1, 1, true));
     Graph g = chain_and_rows();
     Tensor y = Tensor::randn({32}, 2);
     for (int i = 0; i < 4; ++i) {
@@ -202,9 +188,9 @@ TEST_CASE("code cache: two functions that need the same code at once compile it 
     }
     // Each tier-2 compile sleeps first, so the two calls' compiles overlap for sure.
     jit::set_compile_delay_for_testing(std::chrono::milliseconds(300));
-    Engine e(opts(kNever, 1, false));  // compiles on the calling threads
+    Engine e(ref::jit_options(kNever, 1, false));  // compiles on the calling threads
     Graph g = chain_and_rows();
-    Function f1 = e.load(g), f2 = e.load(g), fi = Engine(interp()).load(g);
+    Function f1 = e.load(g), f2 = e.load(g), fi = Engine(ref::interp_options()).load(g);
     const std::vector<Tensor> in{Tensor::randn({8, 32}, 1), Tensor::randn({32}, 2)};
     std::thread a([&] { (void)f1(in); }), b([&] { (void)f2(in); });
     a.join();

@@ -21,21 +21,6 @@ using namespace kiln;
 #if defined(KILN_HAVE_LLVM)
 namespace {
 
-Options jit_options(std::int64_t threshold = 2) {
-    Options o;
-    o.jit = true;
-    o.async_compile = false;
-    // These tests are about tier 2 (specialisation, guards, deopt to the interpreter):
-    // tier 1 is kept out of the way (tests/test_threads_tiers.cpp covers it).
-    o.tier1_threshold = std::numeric_limits<std::int64_t>::max();
-    o.tier2_threshold = threshold;
-    return o;
-}
-Options interp_options() {
-    Options o;
-    o.jit = false;
-    return o;
-}
 
 
 Graph chain_and_softmax() {
@@ -51,8 +36,8 @@ Graph chain_and_softmax() {
 
 TEST_CASE("tiering: hot groups reach tier 2 and agree with the interpreter") {
     Graph g = chain_and_softmax();
-    Function fj = Engine(jit_options()).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor x = Tensor::randn({8, 16}, 1), y = Tensor::randn({16}, 2);
     for (int i = 0; i < 4; ++i) {
         auto a = fj({x, y});
@@ -68,13 +53,13 @@ TEST_CASE("tiering: hot groups reach tier 2 and agree with the interpreter") {
     bool some_tier2 = false;
     for (const auto& gr : s.groups) some_tier2 |= gr.tier == 2 && gr.compiled_calls > 0;
     CHECK(some_tier2);
-    CHECK(Engine(interp_options()).load(g).stats().compiles == 0);
+    CHECK(Engine(ref::interp_options()).load(g).stats().compiles == 0);
 }
 
 TEST_CASE("tiering: a guard miss runs the interpreter and is counted") {
     Graph g = chain_and_softmax();
-    Function fj = Engine(jit_options()).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor y = Tensor::randn({16}, 2);
     for (int i = 0; i < 3; ++i) fj({Tensor::randn({4, 16}, 1), y});
     std::uint64_t compiled_before = fj.stats().calls_by_tier[2];
@@ -90,11 +75,11 @@ TEST_CASE("tiering: a guard miss runs the interpreter and is counted") {
 }
 
 TEST_CASE("tiering: the specialisation limit generalises instead of recompiling per shape") {
-    Options o = jit_options(2);
+    Options o = ref::jit_options(ref::kNever, 2);
     o.max_specializations = 2;
     Graph g = chain_and_softmax();
     Function fj = Engine(o).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor y = Tensor::randn({16}, 2);
     for (int batch = 1; batch <= 12; ++batch)
         for (int rep = 0; rep < 3; ++rep) {
@@ -117,8 +102,8 @@ TEST_CASE("tiering: the specialisation limit generalises instead of recompiling 
 
 TEST_CASE("tiering: compile failures fall back, are counted, then blacklist the group") {
     Graph g = chain_and_softmax();
-    Function fj = Engine(jit_options(1)).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fj = Engine(ref::jit_options(ref::kNever, 1)).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor x = Tensor::randn({3, 16}, 1), y = Tensor::randn({16}, 2);
     tiers::set_llvm_fail_next_compiles(1000);
     for (int i = 0; i < 12; ++i) {
@@ -149,8 +134,8 @@ TEST_CASE("tiering: one call mixes compiled and interpreted groups") {
                         Var t = transpose(tanh(matmul(in[0], w)), 0, 1);
                         return {softmax(relu(t + 0.5), -1), t};
                     });
-    Function fj = Engine(jit_options()).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor x = Tensor::randn({6, 16}, 3);
     for (int i = 0; i < 4; ++i) CHECK(ref::max_rel_diff(fj({x})[0], fi({x})[0]) < 1e-5);
     FunctionStats s = fj.stats();
@@ -167,8 +152,8 @@ TEST_CASE("tiering: one call mixes compiled and interpreted groups") {
 
 TEST_CASE("tiering: run() writes compiled outputs into the caller's buffers, in place or not") {
     Graph g = trace("inplace", {arg("x", DType::f32, {dyn("N")})}, [](const std::vector<Var>& in) { return tanh(in[0]) * 2.0; });
-    Function fj = Engine(jit_options()).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     Tensor x = Tensor::randn({1000}, 1);
     Tensor want = fi({x})[0];
     for (int i = 0; i < 4; ++i) {
@@ -192,9 +177,9 @@ TEST_CASE("tiering: run() writes compiled outputs into the caller's buffers, in 
 
 TEST_CASE("tiering: warmup compiles ahead, so the first call runs compiled") {
     Graph g = chain_and_softmax();
-    Options o = jit_options(1000);  // far away: only warmup can compile
+    Options o = ref::jit_options(ref::kNever, 1000);  // far away: only warmup can compile
     Function fj = Engine(o).load(g);
-    Function fi = Engine(interp_options()).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
     fj.warmup({{{6, 16}, {16}}, {{2, 16}, {16}}});
     fj.wait_for_compiles();
     FunctionStats s = fj.stats();
@@ -269,8 +254,8 @@ TEST_CASE("tiering: differential, random graphs and shapes (tier 2 vs interprete
                             if (rng() % 2) outs.push_back(matmul(h, w));
                             return outs;
                         });
-        Function fj = Engine(jit_options(2)).load(g);
-        Function fi = Engine(interp_options()).load(g);
+        Function fj = Engine(ref::jit_options(ref::kNever, 2)).load(g);
+        Function fi = Engine(ref::interp_options()).load(g);
         for (int call = 0; call < 8; ++call) {
             std::int64_t batch = call < 4 ? 3 : static_cast<std::int64_t>(rng() % 9);  // hot shape, then others
             Tensor x = Tensor::randn({batch, cols}, seed + 100 + static_cast<std::uint64_t>(call), dt);

@@ -196,14 +196,7 @@ void check_one_group_no_opaque(const Graph& g) {
     CHECK(views >= 2);
 }
 
-Options tier_opts(int tier) {
-    Options o;
-    o.jit = true;
-    o.async_compile = false;
-    o.tier1_threshold = tier == 1 ? 1 : std::numeric_limits<std::int64_t>::max();
-    o.tier2_threshold = tier == 2 ? 2 : std::numeric_limits<std::int64_t>::max();
-    return o;
-}
+Options tier_opts(int tier) { return ref::jit_options(tier == 1 ? 1 : ref::kNever, tier == 2 ? 2 : ref::kNever); }
 
 // Calls the case's function on every size 3 times at `tier`, against the interpreter; then
 // every group must be an elementwise group that ran compiled code at that tier.
@@ -247,27 +240,18 @@ TEST_CASE("views: every view op and chains of two fuse into one elementwise grou
     }
 }
 
-TEST_CASE("views: compiled at tier 2 (LLVM) through kiln::Engine match the interpreter") {
-    if (!test::have_tier(2)) {
-        MESSAGE("skipped: this build has no tier 2 (LLVM)");
-        return;
-    }
+TEST_CASE("views: compiled at tier 1 (asmjit) and tier 2 (LLVM) through kiln::Engine match the interpreter") {
     MESSAGE("seed ", kSeed);
-    for (const Case& c : make_cases(kSeed)) {
-        INFO(c.describe());
-        check_compiled(c, 2, kSeed);
-    }
-}
-
-TEST_CASE("views: compiled at tier 1 (asmjit) through kiln::Engine match the interpreter") {
-    if (!test::have_tier(1)) {
-        MESSAGE("skipped: this build or host has no tier 1 (asmjit with AVX2 and FMA)");
-        return;
-    }
-    MESSAGE("seed ", kSeed);
-    for (const Case& c : make_cases(kSeed)) {
-        INFO(c.describe());
-        check_compiled(c, 1, kSeed);
+    for (int tier : {1, 2}) {
+        if (!test::have_tier(tier)) {
+            MESSAGE("tier ", tier, " skipped: not in this build or host");
+            continue;
+        }
+        CAPTURE(tier);
+        for (const Case& c : make_cases(kSeed)) {
+            INFO(c.describe());
+            check_compiled(c, tier, kSeed);
+        }
     }
 }
 

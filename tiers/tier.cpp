@@ -49,9 +49,9 @@ void kernel_failed() noexcept { t_failed = true; }
 void set_kernel_scratch_limit(std::int64_t bytes) noexcept { g_scratch_limit.store(bytes, std::memory_order_relaxed); }
 
 bool take_kernel_failure() noexcept {
-    const bool f = t_failed;
+    if (!t_failed) return false;
     t_failed = false;
-    return f;
+    return true;
 }
 
 }  // namespace kiln::tiers

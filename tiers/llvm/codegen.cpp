@@ -384,7 +384,7 @@ private:
         Value* raw = tag_buffer(b_.CreateAlignedLoad(st, p, llvm::Align(dtype_size(d))), id);
         switch (d) {
         case DType::f16: return half_to_float(raw);
-        case DType::bf16: return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy());
+        case DType::bf16: return bf16_to_float(b_, raw);
         case DType::boolean: return b_.CreateICmpNE(raw, b_.getInt8(0));
         default: return raw;
         }
@@ -856,6 +856,16 @@ private:
 };
 
 }  // namespace
+
+Value* bf16_to_float(llvm::IRBuilderBase& b, Value* raw) {
+    llvm::Type* i32 = b.getInt32Ty();
+    llvm::Type* f32 = b.getFloatTy();
+    if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(raw->getType())) {
+        i32 = llvm::FixedVectorType::get(i32, vt->getNumElements());
+        f32 = llvm::FixedVectorType::get(f32, vt->getNumElements());
+    }
+    return b.CreateBitCast(b.CreateShl(b.CreateZExt(raw, i32), llvm::ConstantInt::get(i32, 16)), f32);
+}
 
 void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module) {

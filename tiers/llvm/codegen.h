@@ -63,6 +63,10 @@ protected:
     ~KernelEmitter() = default;
 };
 
+// bf16 bits (an i16, or a vector of i16) widened to f32 (or a vector of f32): they are the
+// top half of the f32, so the widening is exact. Shared by codegen.cpp and gemm.cpp.
+llvm::Value* bf16_to_float(llvm::IRBuilderBase& b, llvm::Value* raw);
+
 // gemm.cpp: does the blocked GEMM handle this kernel (it has a MatmulHint and the blocked
 // path is switched on, see set_blocked_gemm)?
 bool gemm_applies(const kir::Kernel& kernel);

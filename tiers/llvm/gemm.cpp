@@ -178,10 +178,7 @@ private:
         Value* raw = b_.CreateAlignedLoad(vec(storage(d)), p, llvm::Align(dtype_size(d)));
         switch (d) {
         case DType::f16: return b_.CreateFPExt(b_.CreateBitCast(raw, vec(b_.getHalfTy())), vec(t_));
-        case DType::bf16: {  // the top half of an f32
-            Value* w = b_.CreateShl(b_.CreateZExt(raw, vec(b_.getInt32Ty())), llvm::ConstantInt::get(vec(b_.getInt32Ty()), 16));
-            return b_.CreateBitCast(w, vec(t_));
-        }
+        case DType::bf16: return bf16_to_float(b_, raw);
         default: return raw;
         }
     }
