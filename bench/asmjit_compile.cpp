@@ -14,7 +14,7 @@
 // Results are checked against the interpreter (max relative difference printed).
 #include "bench_util.h"
 
-#include "jit/executor.h"
+#include "jit/exec/shape_plan.h"
 #include "src/ir/ir.h"
 #include "src/kir/lower.h"
 #include "src/passes/fuse.h"

@@ -56,7 +56,7 @@ public:
     }
     // One call with these input shapes (and the symbols they bound).
     void record_call(const std::vector<Shape>& shapes, const ir::Bindings& b) { record_call(signature(shapes, b), b); }
-    // `calls` calls of a node that took `ns` in all (timing may be sampled: jit/run_plan.h).
+    // `calls` calls of a node that took `ns` in all (timing may be sampled: jit/exec/run_plan.h).
     void record_node(std::size_t node, std::uint64_t ns, std::uint64_t calls = 1) {
         nodes_[node].calls.fetch_add(calls, std::memory_order_relaxed);
         nodes_[node].ns.fetch_add(ns, std::memory_order_relaxed);

@@ -4,7 +4,7 @@
 #include <kiln/graph.h>
 #include <kiln/tensor.h>
 
-#include "jit/executor.h"
+#include "jit/exec/shape_plan.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
 

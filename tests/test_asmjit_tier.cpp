@@ -6,7 +6,7 @@
 
 #if defined(KILN_HAVE_ASMJIT)
 
-#include "jit/executor.h"
+#include "jit/exec/shape_plan.h"
 #include "reference.h"
 #include "reference_kir.h"
 #include "src/ir/ir.h"

@@ -1,11 +1,11 @@
-// The engine's code cache (jit/code_cache.h): LRU order and accounting on fake code, keys
+// The engine's code cache (jit/exec/code_cache.h): LRU order and accounting on fake code, keys
 // that ignore names but not semantics, sharing of code between functions of one engine,
 // and a bound small enough to evict during traffic (results stay the interpreter's).
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/code_cache.h"
-#include "jit/group_runtime.h"
+#include "jit/exec/code_cache.h"
+#include "jit/exec/group_runtime.h"
 #include "src/kir/lower.h"
 #include "src/passes/fuse.h"
 #include "have_tier.h"

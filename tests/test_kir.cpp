@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/executor.h"
+#include "jit/exec/shape_plan.h"
 #include "reference.h"
 #include "reference_kir.h"
 #include "src/ir/ir.h"

@@ -1,4 +1,4 @@
-// Memory planning (jit/memory_plan.h): the layout of intermediates in one arena by liveness,
+// Memory planning (jit/exec/memory_plan.h): the layout of intermediates in one arena by liveness,
 // which values may live there (graph outputs and anything they view stay out), the pool of
 // arena blocks, compiled multi-group plans with views against the interpreter on changing
 // shapes, and the allocations of a steady-state compiled call (counted by replacing the
@@ -6,9 +6,9 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/executor.h"
-#include "jit/memory_plan.h"
-#include "jit/run_plan.h"
+#include "jit/exec/shape_plan.h"
+#include "jit/exec/memory_plan.h"
+#include "jit/exec/run_plan.h"
 #include "reference.h"
 #include "src/core/allocator.h"
 #include "src/passes/fuse.h"

@@ -1,10 +1,10 @@
-// The persistent code cache (KILN_CACHE_DIR, jit/disk_cache.h): a second engine, and a
+// The persistent code cache (KILN_CACHE_DIR, jit/tiering/disk_cache.h): a second engine, and a
 // second process, reach tier 2 with zero compiles; truncated, corrupted and foreign entries
 // are detected, recompiled and replaced; unsafe directories are refused.
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/disk_cache.h"
+#include "jit/tiering/disk_cache.h"
 #include "reference.h"
 
 #include <cstdio>

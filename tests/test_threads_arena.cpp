@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/memory_plan.h"
+#include "jit/exec/memory_plan.h"
 #include "reference.h"
 
 #include <atomic>

@@ -6,8 +6,8 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/executor.h"
-#include "jit/run_plan.h"
+#include "jit/exec/shape_plan.h"
+#include "jit/exec/run_plan.h"
 #include "profiling/profile.h"
 #include "src/ir/bindings.h"
 

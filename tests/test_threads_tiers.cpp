@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
-#include "jit/compile_queue.h"
-#include "jit/tier_manager.h"
+#include "jit/tiering/compile_queue.h"
+#include "jit/tiering/tier_manager.h"
 #if defined(KILN_HAVE_ASMJIT)
 #include "tiers/asmjit/asmjit_tier.h"
 #endif

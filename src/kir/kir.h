@@ -169,7 +169,7 @@ struct ParamSource {
 // is the element offset of the batch entry's first input channel; h, w, kh, kw, ow are
 // index expressions of constants and params. The naive nest loads x[x_offset] where a
 // padded position's value is unused, so `x` must not be empty: the runtime never runs a
-// kernel with a zero-size buffer (jit/run_plan.cpp sends those groups to the interpreter).
+// kernel with a zero-size buffer (jit/exec/run_plan.cpp sends those groups to the interpreter).
 struct Im2col {
     int x = -1;
     ExprRef x_offset;

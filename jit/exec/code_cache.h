@@ -13,7 +13,7 @@
 //   calls writes nothing shared.
 // - Eviction: when admitting code takes the cache over its bound, the least recently used
 //   other entries leave it (the new entry stays, even alone over the bound). insert() hands
-//   them back; the caller passes them to the tier manager's drop (jit/tier_manager.h) once
+//   them back; the caller passes them to the tier manager's drop (jit/tiering/tier_manager.h) once
 //   it holds no group lock, which takes their versions out of every group that published
 //   them. Running calls keep the code they loaded alive; the last reference frees it.
 #include "tiers/tier.h"

@@ -1,4 +1,4 @@
-#include "jit/disk_cache.h"
+#include "jit/tiering/disk_cache.h"
 
 #include <kiln/version.h>
 

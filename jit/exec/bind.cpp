@@ -1,4 +1,4 @@
-#include "jit/bind.h"
+#include "jit/exec/bind.h"
 
 #include "src/support/check.h"
 

@@ -1,4 +1,4 @@
-#include "jit/tier_registry.h"
+#include "jit/tiering/tier_registry.h"
 
 #if defined(KILN_HAVE_ASMJIT)
 #include "tiers/asmjit/asmjit_tier.h"

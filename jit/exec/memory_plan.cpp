@@ -1,4 +1,4 @@
-#include "jit/memory_plan.h"
+#include "jit/exec/memory_plan.h"
 
 #include "src/core/allocator.h"
 #include "src/support/check.h"

@@ -1,6 +1,6 @@
-#include "jit/group_runtime.h"
+#include "jit/exec/group_runtime.h"
 
-#include "jit/hazard.h"
+#include "jit/exec/hazard.h"
 #include "src/kir/lower.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-#include "jit/executor.h"
+#include "jit/exec/shape_plan.h"
 
-#include "jit/bind.h"
+#include "jit/exec/bind.h"
 #include "src/ir/shape_infer.h"
 #include "src/support/check.h"
 

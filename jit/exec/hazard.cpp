@@ -1,4 +1,4 @@
-#include "jit/hazard.h"
+#include "jit/exec/hazard.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,7 +1,7 @@
 #pragma once
 // Guards: the facts a compiled version assumed, kept as data and checked before it runs.
 // Dtypes and devices are fixed by the graph's types and checked once per call at the
-// boundary (jit/bind.h); contiguity is established by the runtime (inputs that are not
+// boundary (jit/exec/bind.h); contiguity is established by the runtime (inputs that are not
 // dense are copied before a compiled kernel reads them); what is left per version is the
 // params (dims) it bound to constants. A check is a few integer compares.
 #include <cstdint>

@@ -2,8 +2,8 @@
 // The state behind kiln::Engine and kiln::Function.
 #include <kiln/engine.h>
 
-#include "jit/executor.h"
-#include "jit/tier_manager.h"
+#include "jit/exec/shape_plan.h"
+#include "jit/tiering/tier_manager.h"
 #include "profiling/profile.h"
 #include "profiling/trace.h"
 

@@ -1,4 +1,4 @@
-#include "jit/tier_manager.h"
+#include "jit/tiering/tier_manager.h"
 
 #include "src/support/check.h"
 #include "src/support/log.h"

@@ -1,4 +1,4 @@
-#include "jit/code_cache.h"
+#include "jit/exec/code_cache.h"
 
 #include <algorithm>
 

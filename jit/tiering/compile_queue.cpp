@@ -1,4 +1,4 @@
-#include "jit/compile_queue.h"
+#include "jit/tiering/compile_queue.h"
 
 #include "src/support/log.h"
 

@@ -1,9 +1,9 @@
 #include <kiln/engine.h>
 
-#include "jit/bind.h"
-#include "jit/run_plan.h"
-#include "jit/tier_registry.h"
-#include "src/api/function_impl.h"
+#include "jit/exec/bind.h"
+#include "jit/exec/run_plan.h"
+#include "jit/tiering/tier_registry.h"
+#include "jit/api/function_impl.h"
 #include "src/ir/printer.h"
 #include "src/support/check.h"
 #include "src/support/log.h"

@@ -13,15 +13,15 @@
 //     later, a second generic version with no param bound. No recompile storms: at most
 //     max_specializations + 2 tier-2 compiles per group succeed, and failures back off and
 //     then blacklist the group.
-// Compiles run on the engine's CompileQueue (jit/compile_queue.h) unless async_compile is
+// Compiles run on the engine's CompileQueue (jit/tiering/compile_queue.h) unless async_compile is
 // off or there is no queue: calls never wait for them and run the best code already
 // published. Jobs are ordered by the group's share of its function's time (hot groups
 // first) and tier-1 jobs before tier-2 ones. One compile per group and tier is in flight at
 // a time (identical requests are made once).
-#include "jit/code_cache.h"
-#include "jit/compile_queue.h"
-#include "jit/disk_cache.h"
-#include "jit/group_runtime.h"
+#include "jit/exec/code_cache.h"
+#include "jit/tiering/compile_queue.h"
+#include "jit/tiering/disk_cache.h"
+#include "jit/exec/group_runtime.h"
 #include "profiling/trace.h"
 
 #include <kiln/options.h>

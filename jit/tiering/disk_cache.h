@@ -2,7 +2,7 @@
 // The persistent code cache (KILN_CACHE_DIR): object code of tier-2 kernels written by one
 // process and loaded by the next, so a restarted service does not pay for its compiles again.
 //
-// - Key: the code cache's key (jit/code_cache.h: tier, tier fingerprint = backend version,
+// - Key: the code cache's key (jit/exec/code_cache.h: tier, tier fingerprint = backend version,
 //   host CPU and features, code generation settings; normalised kernel IR; bound params)
 //   plus Kiln's version. The file name is a 128-bit hash of it; the file holds the whole
 //   key, so a hash collision or a file of another configuration is detected, not loaded.

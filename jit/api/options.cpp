@@ -65,7 +65,7 @@ Options Options::from_env() {
     Options o;
 #define KILN_FLAG(var, field, kind, accepted)                      \
     if (const char* v = std::getenv(#var)) parse_into(#var, v, accepted, o.field);
-#include "src/api/env_flags.def"
+#include "jit/api/env_flags.def"
     o.validate();
     return o;
 }
@@ -101,7 +101,7 @@ std::string Options::to_string() const {
         }
     };
 #define KILN_FLAG(var, field, kind, accepted) put(#field, field);
-#include "src/api/env_flags.def"
+#include "jit/api/env_flags.def"
     return os.str();
 }
 

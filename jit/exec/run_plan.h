@@ -3,7 +3,7 @@
 // version whose guard passes, else the interpreter (a guard failure and a deopt are counted
 // when compiled versions existed but none fit). Frees every intermediate after its last use.
 // Compiled groups write intermediates into an arena block from the function's pool, laid
-// out by jit/memory_plan.h; the call's working vectors are per-thread scratch reused from
+// out by jit/exec/memory_plan.h; the call's working vectors are per-thread scratch reused from
 // call to call. So a steady-state call whose groups all run compiled allocates nothing but
 // its outputs (run_groups) or nothing at all (run_groups_into with dense outputs).
 //
@@ -12,8 +12,8 @@
 // whose time is added kTimingPeriod times over. GroupRuntime::ns (the stats' total_ms and
 // the compile queue's order) and the profile's per-node times are thus estimates, within
 // kTimingPeriod - 1 calls' worth of time. With a trace (KILN_TRACE), every call is timed.
-#include "jit/executor.h"
-#include "jit/tier_manager.h"
+#include "jit/exec/shape_plan.h"
+#include "jit/tiering/tier_manager.h"
 
 namespace kiln::jit {
 

@@ -2,9 +2,9 @@
 // The engine's state for one fusion group of one function: its kernel IR (lowered once at
 // load), the compiled versions published so far (an immutable CodeSet swapped atomically,
 // so a running call keeps the versions it loaded alive), and the counters the tier-up
-// policy (jit/tier_manager.h) reads.
-#include "jit/code_cache.h"
-#include "jit/guard.h"
+// policy (jit/tiering/tier_manager.h) reads.
+#include "jit/exec/code_cache.h"
+#include "jit/exec/guard.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
 #include "tiers/tier.h"
@@ -24,7 +24,7 @@ struct CompiledVersion {
     kir::Specialization spec;
     Guard guard;
     std::shared_ptr<const tiers::CompiledKernel> code;
-    std::shared_ptr<CodeEntry> entry;  // its place in the engine's code cache (jit/code_cache.h)
+    std::shared_ptr<CodeEntry> entry;  // its place in the engine's code cache (jit/exec/code_cache.h)
     int tier = 2;
     bool generic = false;  // leaves some params as run-time arguments
 };
@@ -46,7 +46,7 @@ public:
         std::lock_guard<std::mutex> lock(code_mu_);
         return current_;
     }
-    // The per-call path reads the same set through a hazard pointer (jit/hazard.h).
+    // The per-call path reads the same set through a hazard pointer (jit/exec/hazard.h).
     const std::atomic<const CodeSet*>& code_pointer() const { return code_ptr_; }
     // Replaces the published set; the old one is freed once no call reads it (at this or a
     // later publish, or with the group).
@@ -62,7 +62,7 @@ public:
     std::array<std::atomic<std::uint64_t>, 3> compiles_by_tier{};    // successful compiles
     std::array<std::atomic<std::uint64_t>, 3> compile_us_by_tier{};  // and their time
 
-    // The kernel printed without names (jit/code_cache.h: normalised_kir), made once.
+    // The kernel printed without names (jit/exec/code_cache.h: normalised_kir), made once.
     const std::string& kir_text() const {
         std::call_once(kir_once_, [this] { kir_text_ = normalised_kir(*kernel); });
         return kir_text_;

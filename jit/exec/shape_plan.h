@@ -2,8 +2,8 @@
 // What a call needs before it runs: the plan of a graph (the nodes its outputs need, each
 // input's argument position) and, per input-shape signature, a ShapePlan (every node's
 // concrete shape, reshape targets made concrete), so shape work happens once per signature,
-// not on every call. jit/run_plan.h runs calls; jit/memory_plan.h places intermediates.
-#include "jit/memory_plan.h"
+// not on every call. jit/exec/run_plan.h runs calls; jit/exec/memory_plan.h places intermediates.
+#include "jit/exec/memory_plan.h"
 #include "profiling/profile.h"
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
@@ -38,7 +38,7 @@ struct ShapePlan {
     ir::Bindings bindings;                         // every symbol's value
     std::vector<Shape> output_shapes;
     // Where compiled groups put the intermediates at these shapes; made by the first call
-    // that needs it (it depends on the function's partition: jit/run_plan.cpp).
+    // that needs it (it depends on the function's partition: jit/exec/run_plan.cpp).
     LazyMemoryPlan memory;
     // The function profile's counter for this signature (null: the profile keeps no more
     // signatures), set by whoever made the plan, before sharing it.

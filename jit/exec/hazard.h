@@ -1,5 +1,5 @@
 #pragma once
-// Hazard pointers for the code sets of groups (jit/group_runtime.h): a call reads a group's
+// Hazard pointers for the code sets of groups (jit/exec/group_runtime.h): a call reads a group's
 // published CodeSet through a raw pointer without touching a lock or a reference count on
 // a line other threads write.
 //

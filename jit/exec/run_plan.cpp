@@ -1,6 +1,6 @@
-#include "jit/run_plan.h"
+#include "jit/exec/run_plan.h"
 
-#include "jit/hazard.h"
+#include "jit/exec/hazard.h"
 
 #include "src/core/storage.h"
 #include "src/core/strided.h"
@@ -86,7 +86,7 @@ struct CallScratch {
     std::vector<void*> buffers;
     ArenaPool::Lease arena;
     std::shared_ptr<detail::Storage> arena_storage;  // a non-owning Storage over the arena, once the interpreter reads it
-    HazardSlot code_hazard;  // the code set of the group running now (jit/hazard.h)
+    HazardSlot code_hazard;  // the code set of the group running now (jit/exec/hazard.h)
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
