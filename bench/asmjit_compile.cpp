@@ -16,7 +16,7 @@
 
 #include "jit/exec/shape_plan.h"
 #include "src/ir/ir.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "tiers/asmjit/asmjit_tier.h"
 #if defined(KILN_HAVE_LLVM)
@@ -51,13 +51,9 @@ struct Lowered {
 };
 
 std::vector<Lowered> lower_all(const kiln::Graph& kg, const std::string& kind) {
-    const kiln::ir::Graph& g = *kg.impl();
     std::vector<Lowered> out;
-    for (const auto& gr : kiln::passes::partition(g).groups) {
-        std::string why;
-        auto k = kiln::kir::lower(g, gr, &why);
-        if (k) out.push_back({kind, std::move(*k)});
-    }
+    for (const auto& gr : kiln::jit::lower_function(kg.impl())->groups)
+        if (gr->kernel) out.push_back({kind, *gr->kernel});
     return out;
 }
 
@@ -127,20 +123,17 @@ struct GroupRun {
 };
 
 GroupRun prepare(const kiln::Graph& kg, const std::vector<Tensor>& inputs) {
-    const kiln::ir::Graph& g = *kg.impl();
-    auto p = kiln::passes::partition(g);
-    if (p.groups.size() != 1) throw std::runtime_error("expected one group");
-    const auto& gr = p.groups[0];
-    std::string why;
-    auto k = kiln::kir::lower(g, gr, &why);
-    if (!k) throw std::runtime_error("not lowered: " + why);
-    kiln::jit::Plan plan = kiln::jit::make_plan(kg.impl());
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    if (plan->groups.size() != 1) throw std::runtime_error("expected one group");
+    const auto& gr = plan->groups[0]->group;
+    const auto& k = plan->groups[0]->kernel;
+    if (!k) throw std::runtime_error("not lowered: " + plan->groups[0]->lower_failure);
     std::vector<kiln::Shape> shapes;
     for (const auto& t : inputs) shapes.push_back(t.shape());
-    auto sp = kiln::jit::make_shape_plan(plan, shapes, "bench");
+    auto sp = kiln::jit::make_shape_plan(*plan, shapes, "bench");
     GroupRun r;
-    r.kernel = std::move(*k);
-    for (auto v : gr.inputs) r.bufs.push_back(inputs[static_cast<std::size_t>(plan.arg_index[static_cast<std::size_t>(v)])]);
+    r.kernel = *k;
+    for (auto v : gr.inputs) r.bufs.push_back(inputs[static_cast<std::size_t>(plan->arg_index[static_cast<std::size_t>(v)])]);
     for (auto v : gr.outputs) r.bufs.push_back(Tensor::empty(sp->shapes[static_cast<std::size_t>(v)], DType::f32));
     for (auto& t : r.bufs) r.ptrs.push_back(t.data());
     for (const auto& src : r.kernel.param_sources)

@@ -6,7 +6,7 @@
 
 namespace kiln::profiling {
 
-FunctionProfile::FunctionProfile(const ir::Graph& g) : nodes_(new NodeCounters[g.nodes.size()]) {
+FunctionProfile::FunctionProfile(const ir::Graph& g) {
     for (ir::ValueId id : g.inputs)
         for (const Dim& d : g.nodes[static_cast<std::size_t>(id)].type.dims)
             for (const auto& s : d.symbols())

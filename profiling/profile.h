@@ -1,7 +1,7 @@
 #pragma once
 // Per-function profiles, recorded from the first call: how often each concrete shape
-// signature is called, a histogram of each symbolic dim's values, and calls and time per
-// node. Observes only; the tiers and the tier manager decide from it. Thread-safe.
+// signature is called and a histogram of each symbolic dim's values (FunctionStats'
+// `signatures` and `dim_histograms`). Observes only. Thread-safe.
 //
 // Recording a call at a kept signature takes no lock: each kept signature has its own
 // relaxed atomic counter (found through a lock-free table, or held by the caller: the
@@ -56,16 +56,8 @@ public:
     }
     // One call with these input shapes (and the symbols they bound).
     void record_call(const std::vector<Shape>& shapes, const ir::Bindings& b) { record_call(signature(shapes, b), b); }
-    // `calls` calls of a node that took `ns` in all (timing may be sampled: jit/exec/run_plan.h).
-    void record_node(std::size_t node, std::uint64_t ns, std::uint64_t calls = 1) {
-        nodes_[node].calls.fetch_add(calls, std::memory_order_relaxed);
-        nodes_[node].ns.fetch_add(ns, std::memory_order_relaxed);
-    }
-
     std::vector<SignatureCount> signatures() const;  // called ones, most called first (then by shapes)
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms() const;
-    std::uint64_t node_calls(std::size_t node) const { return nodes_[node].calls.load(std::memory_order_relaxed); }
-    std::uint64_t node_ns(std::size_t node) const { return nodes_[node].ns.load(std::memory_order_relaxed); }
 
     // Distinct signatures kept; past this, new ones are counted under `other_signatures`.
     // Their dim values still count in the histograms, which keep at most this many values
@@ -76,11 +68,6 @@ public:
 private:
     void record_other(const ir::Bindings& b);
 
-    struct NodeCounters {
-        std::atomic<std::uint64_t> calls{0};
-        std::atomic<std::uint64_t> ns{0};
-    };
-    std::unique_ptr<NodeCounters[]> nodes_;
     std::vector<std::string> input_symbols_;  // the symbols named by the inputs' dims
 
     // Kept signatures by hash of their shapes: open addressing, at most half full; slots

@@ -2,7 +2,7 @@
 
 #include "reference.h"
 #include "src/kir/eval.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "tiers/interp/interp.h"
 
 #include <optional>
@@ -43,14 +43,13 @@ using kiln::Tensor;
 
 GroupRunStats check_lowered_graph(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol_scale) {
     const ir::Graph& g = *kg.impl();
-    kiln::jit::Plan plan = kiln::jit::make_plan(kg.impl());
+    const auto plan = kiln::jit::lower_function(kg.impl());
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    auto sp = kiln::jit::make_shape_plan(plan, shapes, "check_lowered_graph");
-    const passes::Partition p = passes::partition(g);
+    auto sp = kiln::jit::make_shape_plan(*plan, shapes, "check_lowered_graph");
     std::vector<Tensor> vals(g.nodes.size());
-    for (std::size_t id : plan.order) {
-        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
+    for (std::size_t id : plan->order) {
+        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan->arg_index[id])];
         if (g.nodes[id].op == ir::Op::constant) vals[id] = g.nodes[id].value;
     }
     auto interp = [&](ir::ValueId v, const std::vector<Tensor>& env) {
@@ -61,11 +60,12 @@ GroupRunStats check_lowered_graph(const kiln::Graph& kg, const std::vector<Tenso
         return kiln::interp::run_node(nd, ins, sp->shapes[id]);
     };
     GroupRunStats stats;
-    for (const passes::Group& gr : p.groups) {
+    for (const auto& group : plan->groups) {
+        const passes::Group& gr = group->group;
         ++stats.groups;
         INFO("group ", gr.name);
-        std::string why;
-        std::optional<kir::Kernel> k = kir::lower(g, gr, &why);
+        const std::string& why = group->lower_failure;
+        const std::optional<kir::Kernel>& k = group->kernel;
         if (!k) {
             CHECK_MESSAGE((gr.kind != passes::GroupKind::elementwise && gr.kind != passes::GroupKind::row_reduction),
                           "not lowered: ", why);

@@ -11,7 +11,7 @@
 #include "reference_kir.h"
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "tier_kernels.h"
 #include "tiers/asmjit/asmjit_tier.h"
@@ -481,22 +481,21 @@ struct GraphResult {
 // the interpreter. Elementwise and row-reduction groups must compile.
 GraphResult check_graph(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol) {
     const ir::Graph& g = *kg.impl();
-    jit::Plan plan = jit::make_plan(kg.impl());
+    const auto plan = jit::lower_function(kg.impl());
     std::vector<kiln::Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    auto sp = jit::make_shape_plan(plan, shapes, "check_graph");
-    const passes::Partition p = passes::partition(g);
+    auto sp = jit::make_shape_plan(*plan, shapes, "check_graph");
     std::vector<Tensor> vals(g.nodes.size());
-    for (std::size_t id : plan.order) {
-        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan.arg_index[id])];
+    for (std::size_t id : plan->order) {
+        if (g.nodes[id].op == ir::Op::input) vals[id] = inputs[static_cast<std::size_t>(plan->arg_index[id])];
         if (g.nodes[id].op == ir::Op::constant) vals[id] = g.nodes[id].value;
     }
     GraphResult res;
-    for (const passes::Group& gr : p.groups) {
+    for (const auto& group : plan->groups) {
+        const passes::Group& gr = group->group;
         INFO("group " << gr.name);
-        std::string why;
-        std::optional<Kernel> k = kir::lower(g, gr, &why);
-        REQUIRE_MESSAGE(k.has_value(), why);
+        const std::optional<Kernel>& k = group->kernel;
+        REQUIRE_MESSAGE(k.has_value(), group->lower_failure);
         INFO(kir::print(*k));
         auto r = tier().compile(*k, {});
         if (gr.kind == passes::GroupKind::matmul) {
@@ -691,10 +690,9 @@ TEST_CASE("asmjit: bailouts are enumerated results, never exceptions") {
     // A matmul group: left to tier 2.
     kiln::Graph mm = kiln::trace("mm", {kiln::arg("a", DType::f32, {4, 8}), kiln::arg("b", DType::f32, {8, 3})},
                                  [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::relu(kiln::matmul(in[0], in[1]))}; });
-    const passes::Partition p = passes::partition(*mm.impl());
-    REQUIRE(p.groups.size() == 1);
-    std::string why;
-    auto k7 = kir::lower(*mm.impl(), p.groups[0], &why);
+    const auto mm_plan = jit::lower_function(mm.impl());
+    REQUIRE(mm_plan->groups.size() == 1);
+    const auto& k7 = mm_plan->groups[0]->kernel;
     REQUIRE(k7.has_value());
     auto r7 = tier().compile(*k7, {});
     CHECK(r7.bailout == Bailout::unsupported_op);

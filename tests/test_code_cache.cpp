@@ -6,7 +6,7 @@
 
 #include "jit/exec/code_cache.h"
 #include "jit/exec/group_runtime.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "have_tier.h"
 #include "reference.h"
@@ -101,9 +101,9 @@ TEST_CASE("code cache: least recently used entries leave first; the newest stays
 
 TEST_CASE("code cache: keys ignore names but not what the code computes") {
     auto key_of = [](const Graph& g) {
-        auto p = passes::partition(*g.impl());
-        REQUIRE(p.groups.size() == 1);
-        auto k = kir::lower(*g.impl(), p.groups[0], nullptr);
+        const auto plan = jit::lower_function(g.impl());
+        REQUIRE(plan->groups.size() == 1);
+        const auto& k = plan->groups[0]->kernel;
         REQUIRE(k.has_value());
         return jit::normalised_kir(*k);
     };

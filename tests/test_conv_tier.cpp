@@ -10,7 +10,7 @@
 #include "reference.h"
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 
 #if defined(KILN_HAVE_LLVM)
@@ -129,11 +129,11 @@ TEST_CASE("conv tier: the lowered naive loop nest (kir::evaluate) matches the in
         CAPTURE(describe(c));
         Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
         const ir::Graph& ig = *g.impl();
-        passes::Partition p = passes::partition(ig);
-        REQUIRE(p.groups.size() == 1);
-        std::string why;
-        auto k = kir::lower(ig, p.groups[0], &why);
-        REQUIRE_MESSAGE(k.has_value(), why);
+        const auto plan = jit::lower_function(g.impl());
+        REQUIRE(plan->groups.size() == 1);
+        const passes::Partition& p = plan->partition;
+        const auto& k = plan->groups[0]->kernel;
+        REQUIRE_MESSAGE(k.has_value(), plan->groups[0]->lower_failure);
         REQUIRE(k->matmul.has_value());
         REQUIRE(k->matmul->im2col.has_value());
         CHECK_NOTHROW(kir::verify(*k));

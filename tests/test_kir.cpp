@@ -11,7 +11,7 @@
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
 #include "src/kir/kir.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "tiers/interp/interp.h"
 
@@ -163,11 +163,10 @@ TEST_CASE("kir: symbolic dims that broadcast at run time use one generic kernel"
                                  [](const std::vector<Var>& in) -> std::vector<Var> {
                                      return {kiln::tanh(in[0] * in[1] + in[2]), kiln::softmax(in[0] - in[1], -1)};
                                  });
-    const passes::Partition p = passes::partition(*kg.impl());
-    for (const auto& gr : p.groups) {
-        std::string why;
-        auto k = kir::lower(*kg.impl(), gr, &why);
-        REQUIRE_MESSAGE(k.has_value(), why);
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    for (const auto& gr : plan->groups) {
+        const auto& k = gr->kernel;
+        REQUIRE_MESSAGE(k.has_value(), gr->lower_failure);
         const std::string text = kir::print(*k);
         INFO(text);
         CHECK(!k->params.empty());
@@ -326,23 +325,22 @@ TEST_CASE("kir: matmul groups are lowered with a hint; opaque groups are not, wi
     kiln::Graph kg = kiln::trace("mm", {kiln::arg("x", DType::f32, {2, 4})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
         return {kiln::matmul(in[0], W), kiln::transpose(in[0], 0, 1)};
     });
-    const passes::Partition p = passes::partition(*kg.impl());
-    REQUIRE(p.groups.size() == 2);
-    std::string why;
-    auto mk = kir::lower(*kg.impl(), p.groups[0], &why);
-    REQUIRE_MESSAGE(mk.has_value(), why);
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    REQUIRE(plan->groups.size() == 2);
+    const auto& mk = plan->groups[0]->kernel;
+    REQUIRE_MESSAGE(mk.has_value(), plan->groups[0]->lower_failure);
     CHECK(mk->matmul.has_value());
     CHECK(kir::print(*mk).find("matmul hint") != std::string::npos);
-    CHECK_FALSE(kir::lower(*kg.impl(), p.groups[1], &why).has_value());
-    CHECK(why.find("opaque") != std::string::npos);
+    CHECK_FALSE(plan->groups[1]->kernel.has_value());
+    CHECK(plan->groups[1]->lower_failure.find("opaque") != std::string::npos);
 }
 
 TEST_CASE("kir: print shows buffers, params, temps and loops") {
     kiln::Graph kg = kiln::trace("p", {kiln::arg("x", DType::f16, {kiln::dyn("n"), 8}), kiln::arg("b", DType::f16, {8})},
                                  [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::softmax(in[0] + in[1], -1)}; });
-    const passes::Partition p = passes::partition(*kg.impl());
-    REQUIRE(p.groups.size() == 1);
-    auto k = kir::lower(*kg.impl(), p.groups[0], nullptr);
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    REQUIRE(plan->groups.size() == 1);
+    const auto& k = plan->groups[0]->kernel;
     REQUIRE(k.has_value());
     const std::string text = kir::print(*k);
     INFO(text);

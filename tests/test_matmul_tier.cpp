@@ -10,7 +10,7 @@
 #include "reference.h"
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 
 #if defined(KILN_HAVE_LLVM)
@@ -87,12 +87,12 @@ TEST_CASE("matmul tier: the lowered naive loop nest (kir::evaluate) matches the 
             return {m};
         });
         const ir::Graph& ig = *g.impl();
-        passes::Partition p = passes::partition(ig);
+        const auto plan = jit::lower_function(g.impl());
+        const passes::Partition& p = plan->partition;
         REQUIRE(p.groups.size() == 1);
         REQUIRE(p.groups[0].kind == passes::GroupKind::matmul);
-        std::string why;
-        auto k = kir::lower(ig, p.groups[0], &why);
-        REQUIRE_MESSAGE(k.has_value(), why);
+        const auto& k = plan->groups[0]->kernel;
+        REQUIRE_MESSAGE(k.has_value(), plan->groups[0]->lower_failure);
         REQUIRE(k->matmul.has_value());
         CHECK_NOTHROW(kir::verify(*k));
         INFO(kir::print(*k));

@@ -91,9 +91,9 @@ bool overlap(const jit::LiveBuffer& a, std::size_t oa, const jit::LiveBuffer& b,
 
 // The memory plan the engine makes for `g` at `shapes`, with every group compilable.
 jit::MemoryPlan plan_for(const Graph& g, const std::vector<Shape>& shapes, passes::Partition* out = nullptr) {
-    jit::Plan plan = jit::make_plan(g.impl());
-    auto sp = jit::make_shape_plan(plan, shapes, "test");
-    passes::Partition p = passes::partition(*g.impl());
+    const auto plan = jit::lower_function(g.impl());
+    auto sp = jit::make_shape_plan(*plan, shapes, "test");
+    passes::Partition p = plan->partition;
     std::vector<bool> compilable(p.groups.size(), true);
     jit::MemoryPlan mp = jit::plan_memory(*g.impl(), p, compilable, sp->shapes);
     if (out) *out = std::move(p);

@@ -13,7 +13,7 @@
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
 #include "src/kir/kir.h"
-#include "src/kir/lower.h"
+#include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "tiers/interp/interp.h"
 
@@ -176,9 +176,9 @@ TEST_CASE("row chain: an intermediate that is also a graph output is a group out
     CHECK(g.nodes[static_cast<std::size_t>(p.groups[0].outputs[1])].op == ir::Op::softmax);
     // The layer_norm is stored once (in the softmax's write pass); the softmax's f32 output
     // row is also its scratch: the operand, then exp(v - max), then the result.
-    std::string why;
-    auto k = kir::lower(g, p.groups[0], &why);
-    REQUIRE_MESSAGE(k.has_value(), why);
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    const auto& k = plan->groups[0]->kernel;
+    REQUIRE_MESSAGE(k.has_value(), plan->groups[0]->lower_failure);
     const std::string text = kir::print(*k);
     INFO(text);
     const int ln_buf = 3, softmax_buf = 4;  // buffers: 3 inputs, then the outputs in order

@@ -34,11 +34,11 @@ std::vector<Shape> batch_shapes(std::int64_t b) { return {{b, 4}}; }
 
 TEST_CASE("dispatch: the shape-plan cache keeps kCapacity plans, found by shapes or tensors; past that plans are owned") {
     Graph g = scaled_rows();
-    jit::Plan plan = jit::make_plan(g.impl());
+    const auto plan = jit::lower_function(g.impl());
     jit::ShapePlanCache cache;
     std::vector<const jit::ShapePlan*> kept;
     for (std::int64_t b = 0; b < static_cast<std::int64_t>(jit::ShapePlanCache::kCapacity); ++b) {
-        jit::ShapePlanRef r = cache.insert(jit::make_shape_plan(plan, batch_shapes(b), "test"));
+        jit::ShapePlanRef r = cache.insert(jit::make_shape_plan(*plan, batch_shapes(b), "test"));
         REQUIRE(r.cached());
         kept.push_back(r.get());
     }
@@ -49,10 +49,10 @@ TEST_CASE("dispatch: the shape-plan cache keeps kCapacity plans, found by shapes
         CHECK(cache.find(std::span<const Tensor>(&x, 1)) == kept[static_cast<std::size_t>(b)]);
     }
     // The same shapes again (as a thread that lost a race would insert them): the kept plan.
-    jit::ShapePlanRef again = cache.insert(jit::make_shape_plan(plan, batch_shapes(3), "test"));
+    jit::ShapePlanRef again = cache.insert(jit::make_shape_plan(*plan, batch_shapes(3), "test"));
     CHECK(again.get() == kept[3]);
     // Full: a new signature's plan comes back owned by the caller, and is not found later.
-    jit::ShapePlanRef extra = cache.insert(jit::make_shape_plan(plan, batch_shapes(1000), "test"));
+    jit::ShapePlanRef extra = cache.insert(jit::make_shape_plan(*plan, batch_shapes(1000), "test"));
     CHECK_FALSE(extra.cached());
     REQUIRE(extra.get() != nullptr);
     CHECK(extra->output_shapes == std::vector<Shape>{{1000, 4}});

@@ -4,14 +4,12 @@
 #include "jit/exec/run_plan.h"
 #include "jit/tiering/tier_registry.h"
 #include "jit/api/function_impl.h"
-#include "src/ir/printer.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 
 #include <tbb/global_control.h>
 
 #include <filesystem>
-#include <fstream>
 
 namespace kiln {
 namespace detail {
@@ -33,10 +31,10 @@ void RetiredTotals::add(const FunctionStats& s) {
     accumulate(totals, s);
 }
 
-FunctionImpl::FunctionImpl(std::shared_ptr<const ir::Graph> g, const Options& o, std::shared_ptr<RetiredTotals> r,
-                           jit::TierSet tier_set)
-    : graph(g), plan(jit::make_plan(g)), profile(*g), what("call of '" + g->name + "'"), options(o),
-      tiers(g, o, std::move(tier_set)), retired(std::move(r)) {}
+FunctionImpl::FunctionImpl(std::shared_ptr<const jit::Executable> x, const jit::Tunables& tunables,
+                           std::shared_ptr<RetiredTotals> r, jit::TierSet tier_set)
+    : graph(x->graph), exe(x), profile(*x->graph), what("call of '" + x->graph->name + "'"),
+      tiers(x, tunables, std::move(tier_set)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
     tiers.cancel_compiles();  // compiles that finish now still reach the retired totals
@@ -45,7 +43,7 @@ FunctionImpl::~FunctionImpl() {
 
 jit::ShapePlanRef FunctionImpl::shape_plan(const std::vector<Shape>& shapes) {
     if (const jit::ShapePlan* sp = shape_plans.find(shapes)) return jit::ShapePlanRef(sp);
-    std::unique_ptr<jit::ShapePlan> sp = jit::make_shape_plan(plan, shapes, what);
+    std::unique_ptr<jit::ShapePlan> sp = jit::make_shape_plan(*exe, shapes, what);
     sp->signature = profile.signature(sp->input_shapes, sp->bindings);  // calls count there, lock-free
     return shape_plans.insert(std::move(sp));
 }
@@ -60,7 +58,7 @@ jit::ShapePlanRef FunctionImpl::shape_plan(std::span<const Tensor> inputs) {
 
 std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
     try {
-        jit::check_inputs(*plan.graph, inputs, what);
+        jit::check_inputs(*exe->graph, inputs, what);
         return call_planned(inputs, *shape_plan(inputs));
     } catch (const Error&) {
         failed_calls.fetch_add(1, std::memory_order_relaxed);
@@ -72,7 +70,7 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
                                                std::span<const Tensor> caller_outputs) {
     int tier = 0;
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
-    std::vector<Tensor> out = jit::run_groups(plan, tiers, sp, inputs, &profile, &tier, caller_outputs);
+    std::vector<Tensor> out = jit::run_groups({*exe, sp, &tiers, tiers.trace()}, inputs, &tier, caller_outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -83,26 +81,26 @@ void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::
                                      std::span<const Tensor> outputs) {
     int tier = 0;
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
-    jit::run_groups_into(plan, tiers, sp, inputs, &profile, &tier, outputs);
+    jit::run_groups_into({*exe, sp, &tiers, tiers.trace()}, inputs, &tier, outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void FunctionImpl::trace_call(profiling::Trace::Clock::time_point t0, int tier) {
-    if (auto* tr = tiers.trace()) tr->complete("call", plan.graph->name, t0, profiling::Trace::Clock::now(),
+    if (auto* tr = tiers.trace()) tr->complete("call", exe->graph->name, t0, profiling::Trace::Clock::now(),
                                                "\"tier\":" + std::to_string(tier));
 }
 
 FunctionStats FunctionImpl::stats() const {
     FunctionStats s;
-    s.name = plan.graph->name;
+    s.name = exe->graph->name;
     for (int t = 0; t < 3; ++t) {
         s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
         s.calls += s.calls_by_tier[t];
     }
     s.failed_calls = failed_calls.load(std::memory_order_relaxed);
-    for (const auto& gp : tiers.groups()) {
+    for (const auto& gp : exe->groups) {
         const jit::GroupRuntime& gr = *gp;
         GroupStats g;
         g.name = gr.group.name;
@@ -118,11 +116,12 @@ FunctionStats FunctionImpl::stats() const {
             g.compile_ms_by_tier[t] = static_cast<double>(gr.compile_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
         }
         if (!gr.kernel) g.note = gr.lower_failure;
-        else if (!tiers.jit_enabled()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
+        else if (!tiers.compiles()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
         s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
         s.deopts += gr.deopts.load(std::memory_order_relaxed);
         s.evictions += gr.evictions.load(std::memory_order_relaxed);
-        s.specializations = std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.specializations.load()));
+        s.specializations =
+            std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.tierup->specializations.load()));
         s.groups.push_back(std::move(g));
     }
     const jit::TierCounters& c = tiers.counters();
@@ -139,8 +138,33 @@ FunctionStats FunctionImpl::stats() const {
     return s;
 }
 
+namespace {
+// What the engine works with, from the options the caller gave.
+jit::EngineSettings engine_settings(const Options& o) {
+    jit::EngineSettings s;
+    s.jit = o.jit;
+    s.tunables.tier1_threshold = o.tier1_threshold;
+    s.tunables.tier2_threshold = o.tier2_threshold;
+    s.tunables.max_specializations = o.max_specializations;
+    s.tunables.async_compile = o.async_compile;
+    s.compile_threads = static_cast<std::size_t>(o.compile_threads);
+    s.code_cache_bytes = static_cast<std::size_t>(o.code_cache_bytes);
+    s.cache_dir = o.cache_dir;
+    s.pipeline.dump_graph = o.dumps("graph");
+    s.pipeline.dump_groups = o.dumps("groups");
+    s.pipeline.dump_kir = o.dumps("kir");
+    s.pipeline.dump_dir = o.dump_dir;
+    s.dump_llvm = o.dumps("llvm");
+    s.dump_asm = o.dumps("asm");
+    s.dump_dir = o.dump_dir;
+    s.trace_file = o.trace_file;
+    return s;
+}
+}  // namespace
+
 EngineImpl::EngineImpl(const Options& o) : options(o) {
     options.validate();
+    settings = engine_settings(options);
     support::set_log_level(options.log_level);
     if (options.num_threads > 0)
         threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -153,15 +177,15 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
         std::filesystem::create_directories(options.dump_dir, ec);
         if (ec) support::log().warn("KILN_DUMP_DIR={}: cannot create it: {}", options.dump_dir, ec.message());
     }
-    if (!options.trace_file.empty()) tier_set.trace = std::make_shared<profiling::Trace>(options.trace_file);
-    tier_set.tier1 = jit::make_tier1(options);
-    tier_set.tier2 = jit::make_tier2(options);
-    tier_set.cache = std::make_shared<jit::CodeCache>(static_cast<std::size_t>(options.code_cache_bytes));
+    if (!settings.trace_file.empty()) tier_set.trace = std::make_shared<profiling::Trace>(settings.trace_file);
+    tier_set.tier1 = jit::make_tier1(settings);
+    tier_set.tier2 = jit::make_tier2(settings);
+    tier_set.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
     // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
     // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
-    if (!options.cache_dir.empty()) tier_set.disk = jit::DiskCache::open(options.cache_dir);
-    if ((tier_set.tier1 || tier_set.tier2) && options.async_compile)
-        tier_set.queue = std::make_shared<jit::CompileQueue>(static_cast<std::size_t>(options.compile_threads));
+    if (!settings.cache_dir.empty()) tier_set.disk = jit::DiskCache::open(settings.cache_dir);
+    if ((tier_set.tier1 || tier_set.tier2) && settings.tunables.async_compile)
+        tier_set.queue = std::make_shared<jit::CompileQueue>(settings.compile_threads);
     support::log().debug("engine created: {}", options.to_string());
 }
 EngineImpl::~EngineImpl() = default;
@@ -182,13 +206,13 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) cons
 
 void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
     detail::FunctionImpl& f = impl_of(impl_);
-    const auto& outs = f.plan.graph->outputs;
+    const auto& outs = f.exe->graph->outputs;
     KILN_USER_CHECK(outputs.size() == outs.size(),
                     f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
     // Check the caller's buffers before running, so a bad call has no effect.
     jit::ShapePlanRef sp;
     try {
-        jit::check_inputs(*f.plan.graph, inputs, f.what);
+        jit::check_inputs(*f.exe->graph, inputs, f.what);
         sp = f.shape_plan(inputs);
     } catch (const Error&) {
         f.failed_calls.fetch_add(1, std::memory_order_relaxed);
@@ -196,7 +220,7 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
     }
     const std::vector<Shape>& expect = sp->output_shapes;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-        const ir::Node& n = f.plan.graph->nodes[static_cast<std::size_t>(outs[i])];
+        const ir::Node& n = f.exe->graph->nodes[static_cast<std::size_t>(outs[i])];
         const Tensor& o = outputs[i];
         KILN_USER_CHECK(o.defined(), f.what << ": output " << i << " is an undefined Tensor");
         KILN_USER_CHECK(o.dtype() == n.type.dtype, f.what << ": output " << i << " expected dtype " << dtype_name(n.type.dtype)
@@ -218,7 +242,7 @@ void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) co
 void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
     detail::FunctionImpl& f = impl_of(impl_);
     // Plan the shapes (checking them), then compile each group for them now.
-    for (const auto& shapes : shape_sets) jit::warmup_groups(f.tiers, *f.shape_plan(shapes));
+    for (const auto& shapes : shape_sets) f.tiers.warmup(*f.shape_plan(shapes));
 }
 
 void Function::wait_for_compiles() const { impl_of(impl_).tiers.wait_for_compiles(); }
@@ -238,23 +262,11 @@ Engine::~Engine() = default;
 
 Function Engine::load(const Graph& graph) {
     KILN_USER_CHECK(graph.impl() != nullptr, "Engine::load: the graph is empty (default-constructed)");
-    auto f = std::make_shared<detail::FunctionImpl>(graph.impl(), impl_->options, impl_->retired, impl_->tier_set);
-    const Options& o = impl_->options;
-    auto dump = [&](const std::string& suffix, const std::string& text) {
-        namespace fs = std::filesystem;
-        fs::path p = fs::path(o.dump_dir) / (graph.name() + suffix);  // the engine created the folder
-        std::ofstream out(p);
-        if (out) out << text;
-        else support::log().warn("KILN_DUMP: cannot write {}", p.string());
-    };
-    if (o.dumps("graph")) dump(".graph.txt", ir::print(*graph.impl()));
-    if (o.dumps("groups")) dump(".groups.txt", passes::to_string(f->tiers.partition(), *graph.impl()));
-    if (o.dumps("kir")) {
-        std::string text;
-        for (const auto& gr : f->tiers.groups())
-            text += gr->kernel ? kir::print(*gr->kernel) + "\n" : "# " + gr->group.name + ": " + gr->lower_failure + "\n\n";
-        dump(".kir.txt", text);
-    }
+    // Graph -> groups -> kernel IR -> executable plan (and the KILN_DUMP files).
+    std::shared_ptr<const jit::Executable> exe = jit::lower_function(graph.impl(), impl_->settings.pipeline);
+    // The function's tier-up policy, on the engine's tiers, queue and caches.
+    auto f = std::make_shared<detail::FunctionImpl>(std::move(exe), impl_->settings.tunables, impl_->retired,
+                                                    impl_->tier_set);
     std::lock_guard<std::mutex> lock(impl_->mu);
     // Drop entries of functions that no longer exist, so the list stays bounded.
     std::erase_if(impl_->functions, [](const auto& w) { return w.expired(); });

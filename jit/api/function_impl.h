@@ -2,7 +2,9 @@
 // The state behind kiln::Engine and kiln::Function.
 #include <kiln/engine.h>
 
+#include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
+#include "jit/tiering/settings.h"
 #include "jit/tiering/tier_manager.h"
 #include "profiling/profile.h"
 #include "profiling/trace.h"
@@ -26,8 +28,8 @@ struct RetiredTotals {
 
 class FunctionImpl {
 public:
-    FunctionImpl(std::shared_ptr<const ir::Graph> graph, const Options& options, std::shared_ptr<RetiredTotals> retired,
-                 jit::TierSet tier_set);
+    FunctionImpl(std::shared_ptr<const jit::Executable> exe, const jit::Tunables& tunables,
+                 std::shared_ptr<RetiredTotals> retired, jit::TierSet tier_set);
     ~FunctionImpl();
     FunctionImpl(const FunctionImpl&) = delete;
     FunctionImpl& operator=(const FunctionImpl&) = delete;
@@ -48,11 +50,10 @@ public:
     void trace_call(profiling::Trace::Clock::time_point t0, int tier);
 
     Graph graph;
-    jit::Plan plan;
+    std::shared_ptr<const jit::Executable> exe;  // what lower_function made of the graph
     profiling::FunctionProfile profile;
     jit::ShapePlanCache shape_plans;
     std::string what;  // "call of 'name'", for messages
-    Options options;
     jit::TierManager tiers;
 
     // Calls by the highest tier they used (their sum is the calls: one counter per call).
@@ -65,7 +66,8 @@ class EngineImpl {
 public:
     explicit EngineImpl(const Options& o);
     ~EngineImpl();
-    Options options;
+    Options options;            // as given (Engine::options)
+    jit::EngineSettings settings;  // what the engine works with, made from them
     std::unique_ptr<tbb::global_control> threads;  // KILN_NUM_THREADS, when set
     mutable std::mutex mu;
     std::vector<std::weak_ptr<FunctionImpl>> functions;

@@ -1,15 +1,23 @@
 #include "jit/exec/group_runtime.h"
 
 #include "jit/exec/hazard.h"
-#include "src/kir/lower.h"
 
 #include <algorithm>
 
 namespace kiln::jit {
 
-// The lowering decides what it can express and says why when it cannot.
-GroupRuntime::GroupRuntime(const ir::Graph& g, passes::Group grp) : group(std::move(grp)) {
-    kernel = kir::lower(g, group, &lower_failure);
+GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::Kernel> k, std::string why)
+    : index(i), group(std::move(grp)), kernel(std::move(k)), lower_failure(std::move(why)) {}
+
+GroupRuntime::~GroupRuntime() = default;
+
+const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params) {
+    for (const auto& v : code.versions)
+        if (v.guard.check(params)) {
+            if (v.entry) v.entry->touch();
+            return &v;
+        }
+    return nullptr;
 }
 
 void GroupRuntime::publish(std::shared_ptr<const CodeSet> c) {

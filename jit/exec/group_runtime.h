@@ -33,13 +33,22 @@ struct CodeSet {
     std::vector<CompiledVersion> versions;  // tier-2 specialisations, tier-2 generic versions, the tier-1 version
 };
 
+// The first version of `code` whose guard passes for these params, or null. Touches the chosen
+// version's cache entry (recency for the code cache's LRU bound).
+const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params);
+
+// The tier-up policy's state of one group (defined by jit/tiering/tier_manager.h).
+struct TierUpState;
+
 class GroupRuntime : public std::enable_shared_from_this<GroupRuntime> {
 public:
-    GroupRuntime(const ir::Graph& g, passes::Group group);
+    GroupRuntime(std::size_t index, passes::Group group, std::optional<kir::Kernel> kernel, std::string lower_failure);
+    ~GroupRuntime();
 
+    const std::size_t index;  // in the partition, which is the execution order
     const passes::Group group;
-    std::optional<kir::Kernel> kernel;  // nullopt: not lowerable (see lower_failure)
-    std::string lower_failure;
+    const std::optional<kir::Kernel> kernel;  // nullopt: not lowerable (see lower_failure)
+    const std::string lower_failure;
 
     // The published code set, for everything but the per-call path (stats, the tier manager).
     std::shared_ptr<const CodeSet> code() const {
@@ -68,22 +77,8 @@ public:
         return kir_text_;
     }
 
-    // Tier-up bookkeeping, under `mu`.
-    std::mutex mu;
-    std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;  // param values -> calls (bounded)
-    int failures = 0;          // compile failures of this group
-    bool blacklisted = false;  // too many failures: never tried again
-    bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
-    // Tier 1: interpreted calls counted toward tier1_threshold; requested once, whatever the
-    // outcome (a generic version serves every shape, and its bail-outs are deterministic).
-    std::uint64_t interpreted_calls = 0;
-    bool tier1_requested = false;
-    int generic_compiles = 0;
-    // Each eviction of this group's code doubles the calls it needs before compiling again
-    // (up to kMaxBackoff), so a cache too small for the traffic cannot cause a compile storm.
-    std::uint64_t backoff = 1;
-    static constexpr std::uint64_t kMaxBackoff = 1024;
-    std::atomic<int> specializations{0};  // fully bound versions of this group
+    // The tier-up policy's state, set by the tier manager when it takes the group.
+    std::shared_ptr<TierUpState> tierup;
 
 private:
     mutable std::once_flag kir_once_;

@@ -43,20 +43,6 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
     }
 }
 
-void warmup_groups(TierManager& tm, const ShapePlan& sp) {
-    std::vector<std::int64_t> params;
-    // Two rounds: a group whose request was skipped because a compile of it (for another
-    // signature) was in flight gets its own in the second.
-    for (int round = 0; round < 2; ++round) {
-        for (auto& grp : tm.groups()) {
-            if (!grp->kernel || has_empty_buffer(grp->group, sp)) continue;
-            group_params(*grp->kernel, grp->group, sp, params);
-            tm.ensure_compiled(*grp, params);
-        }
-        tm.wait_for_compiles();  // warmup compiles ahead: the next call finds the code
-    }
-}
-
 namespace {
 
 // The caller's tensor for graph output value `v`, when it can be written directly: dense,
@@ -124,12 +110,12 @@ struct ScratchLease {
 
 class CallRunner {
 public:
-    CallRunner(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-               std::span<const Tensor> caller_outputs, CallScratch& s)
-        : plan_(plan), g_(*plan.graph), tm_(tm), sp_(sp), inputs_(inputs), caller_outputs_(caller_outputs), s_(s),
-          mp_(sp.memory.get([&] { return make_memory_plan(); })) {}
+    CallRunner(const CallPlan& call, std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs,
+               CallScratch& s)
+        : x_(call.exe), g_(*call.exe.graph), sp_(call.shapes), observer_(call.observer), trace_(call.trace),
+          inputs_(inputs), caller_outputs_(caller_outputs), s_(s), mp_(sp_.memory.get([&] { return make_memory_plan(); })) {}
 
-    int run(profiling::FunctionProfile* profile);
+    int run();
     // The tensor of value `id` (an arena value is wrapped, without copying, for the interpreter).
     const Tensor& tensor(std::size_t id);
     // The tensor of graph output `id`, moved out when this call made it and `last` (no later
@@ -144,7 +130,7 @@ private:
     void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
         gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
         gr.deopts.fetch_add(1, std::memory_order_relaxed);
-        if (auto* tr = tm_.trace()) {
+        if (auto* tr = trace_) {
             const std::string fact = code.versions.front().guard.first_failure(s_.params.data(), gr.kernel->params);
             const std::string group = "\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\"";
             tr->instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::Trace::escape(fact) + "\"");
@@ -153,10 +139,11 @@ private:
     }
     void release_inputs(std::size_t id, std::int32_t upto);
 
-    const Plan& plan_;
+    const Executable& x_;
     const ir::Graph& g_;
-    TierManager& tm_;
     const ShapePlan& sp_;
+    CallObserver* const observer_;
+    profiling::Trace* const trace_;
     std::span<const Tensor> inputs_, caller_outputs_;
     CallScratch& s_;
     const MemoryPlan& mp_;
@@ -164,13 +151,14 @@ private:
 
 MemoryPlan CallRunner::make_memory_plan() const {
     std::vector<bool> compilable;
-    for (const auto& gr : tm_.groups())
-        compilable.push_back(tm_.jit_enabled() && gr->kernel.has_value() && !has_empty_buffer(gr->group, sp_));
-    return plan_memory(g_, tm_.partition(), compilable, sp_.shapes);
+    const bool compiles = observer_ && observer_->compiles();
+    for (const auto& gr : x_.groups)
+        compilable.push_back(compiles && gr->kernel.has_value() && !has_empty_buffer(gr->group, sp_));
+    return plan_memory(g_, x_.partition, compilable, sp_.shapes);
 }
 
 std::byte* CallRunner::arena() {
-    if (!s_.arena.data()) s_.arena = plan_.arenas->acquire(mp_.arena_bytes);
+    if (!s_.arena.data()) s_.arena = x_.arenas->acquire(mp_.arena_bytes);
     return s_.arena.data();
 }
 
@@ -200,7 +188,7 @@ Tensor CallRunner::take(std::size_t id, bool last) {
 }
 
 void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
-    const auto& last_use = tm_.last_use();
+    const auto& last_use = x_.last_use;
     for (auto in : g_.nodes[id].inputs) {
         auto v = static_cast<std::size_t>(in);
         if (last_use[v] > upto || g_.nodes[v].op == ir::Op::input) continue;
@@ -264,19 +252,19 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
     });
 }
 
-int CallRunner::run(profiling::FunctionProfile* profile) {
+int CallRunner::run() {
     const std::size_t n = g_.nodes.size();
     s_.val.assign(n, nullptr);
     s_.addr.assign(n, nullptr);
     s_.owned.resize(n);
     for (std::size_t i = 0; i < g_.inputs.size(); ++i) s_.val[static_cast<std::size_t>(g_.inputs[i])] = &inputs_[i];
-    for (std::size_t id : plan_.order)
+    for (std::size_t id : x_.order)
         if (g_.nodes[id].op == ir::Op::constant) s_.val[id] = &g_.nodes[id].value;
-    const auto& step_of = tm_.step_of();
+    const auto& step_of = x_.step_of;
     int top = 0;
-    const bool jit = tm_.jit_enabled();  // without a compiling tier, groups go straight to the interpreter
-    profiling::Trace* const tr = tm_.trace();
-    for (auto& grp : tm_.groups()) {
+    const bool jit = observer_ && observer_->compiles();  // without a compiling tier, groups go straight to the interpreter
+    profiling::Trace* const tr = trace_;
+    for (auto& grp : x_.groups) {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;
         // Timing is sampled (run_plan.h); a trace needs every call's times.
@@ -296,7 +284,7 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
             } unprotect{s_.code_hazard};
             const CodeSet* code = s_.code_hazard.protect(gr.code_pointer());
             if (!code->versions.empty()) {
-                if (const CompiledVersion* v = TierManager::select(*code, s_.params.data())) {
+                if (const CompiledVersion* v = select_version(*code, s_.params.data())) {
                     run_compiled(*v, *gr.kernel, group);
                     ran = v->tier;
                     top = std::max(top, v->tier);
@@ -316,10 +304,8 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
                 s_.args.clear();
                 for (auto in : node.inputs) s_.args.push_back(tensor(static_cast<std::size_t>(in)));
                 const ir::Node& eff = sp_.nodes[id] ? *sp_.nodes[id] : node;
-                const Clock::time_point n0 = weight ? Clock::now() : Clock::time_point{};
                 s_.owned[id] = interp::run_node(eff, s_.args, sp_.shapes[id]);
                 s_.val[id] = &s_.owned[id];
-                if (profile && weight) profile->record_node(id, weight * ns_between(n0, Clock::now()), weight);
                 s_.args.clear();
                 release_inputs(id, step_of[id]);
             }
@@ -332,20 +318,19 @@ int CallRunner::run(profiling::FunctionProfile* profile) {
             gr.ns.fetch_add(weight * ns_between(t0, t1), std::memory_order_relaxed);
             if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
         }
-        if (planned && ran < 2) tm_.note_call(gr, s_.params, ran);
+        if (planned && ran < 2) observer_->group_ran(gr, s_.params, ran);
     }
     return top;
 }
 
 }  // namespace
 
-std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                               profiling::FunctionProfile* profile, int* max_tier,
+std::vector<Tensor> run_groups(const CallPlan& call, std::span<const Tensor> inputs, int* max_tier,
                                std::span<const Tensor> caller_outputs) {
     ScratchLease lease;
-    CallRunner runner(plan, tm, sp, inputs, caller_outputs, lease.s);
-    *max_tier = runner.run(profile);
-    const ir::Graph& g = *plan.graph;
+    CallRunner runner(call, inputs, caller_outputs, lease.s);
+    *max_tier = runner.run();
+    const ir::Graph& g = *call.exe.graph;
     std::vector<Tensor> outs;
     outs.reserve(g.outputs.size());
     for (std::size_t i = 0; i < g.outputs.size(); ++i) {
@@ -361,12 +346,12 @@ std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePla
     return outs;
 }
 
-void run_groups_into(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                     profiling::FunctionProfile* profile, int* max_tier, std::span<const Tensor> outputs) {
+void run_groups_into(const CallPlan& call, std::span<const Tensor> inputs, int* max_tier,
+                     std::span<const Tensor> outputs) {
     ScratchLease lease;
-    CallRunner runner(plan, tm, sp, inputs, outputs, lease.s);
-    *max_tier = runner.run(profile);
-    const ir::Graph& g = *plan.graph;
+    CallRunner runner(call, inputs, outputs, lease.s);
+    *max_tier = runner.run();
+    const ir::Graph& g = *call.exe.graph;
     // Compiled groups wrote some outputs in place; copy the others.
     for (std::size_t i = 0; i < g.outputs.size(); ++i) {
         const Tensor& t = runner.tensor(static_cast<std::size_t>(g.outputs[i]));

@@ -12,10 +12,33 @@
 // whose time is added kTimingPeriod times over. GroupRuntime::ns (the stats' total_ms and
 // the compile queue's order) and the profile's per-node times are thus estimates, within
 // kTimingPeriod - 1 calls' worth of time. With a trace (KILN_TRACE), every call is timed.
+#include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
-#include "jit/tiering/tier_manager.h"
+#include "profiling/profile.h"
+#include "profiling/trace.h"
 
 namespace kiln::jit {
+
+// What the executor tells the layer above it, the JIT's tier-up policy, about each call.
+class CallObserver {
+public:
+    virtual ~CallObserver() = default;
+    // Whether code can be compiled at all (without a compiling tier, groups go straight to
+    // the interpreter and their params are not computed).
+    virtual bool compiles() const = 0;
+    // Group `gr` ran on tier `ran_tier` (0: the interpreter, 1: the baseline) with these
+    // params. Not called for groups that ran tier-2 code.
+    virtual void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) = 0;
+};
+
+// What a call runs: the function's executable plan, the shape plan of its inputs, and the
+// observers (each may be null).
+struct CallPlan {
+    const Executable& exe;
+    const ShapePlan& shapes;
+    CallObserver* observer = nullptr;
+    profiling::Trace* trace = nullptr;  // KILN_TRACE: calls, groups, guard failures
+};
 
 inline constexpr std::uint64_t kTimingPeriod = 16;
 // How many calls the time of a group's call number `index` (from 0) stands for: 0 when the
@@ -24,8 +47,6 @@ constexpr std::uint64_t timing_weight(std::uint64_t index) {
     return index < kTimingPeriod ? 1 : index % kTimingPeriod == 0 ? kTimingPeriod : 0;
 }
 
-// Compiles, for every lowerable group, a version that covers this shape plan (Function::warmup).
-void warmup_groups(TierManager& tm, const ShapePlan& sp);
 // Whether any buffer of the group is empty for this shape plan.
 bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp);
 // The group kernel's param values for this shape plan.
@@ -34,12 +55,11 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
 // `max_tier` receives the highest tier any group ran on. `caller_outputs` (may be empty):
 // the caller's output tensors, already checked for shape and dtype; compiled groups write
 // graph outputs straight into the contiguous ones (the returned tensor is then the caller's).
-std::vector<Tensor> run_groups(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                               profiling::FunctionProfile* profile, int* max_tier,
+std::vector<Tensor> run_groups(const CallPlan& call, std::span<const Tensor> inputs, int* max_tier,
                                std::span<const Tensor> caller_outputs = {});
 // The same, with every graph output written into the caller's `outputs` (checked for shape
 // and dtype): in place by compiled groups where they are dense, else copied.
-void run_groups_into(const Plan& plan, TierManager& tm, const ShapePlan& sp, std::span<const Tensor> inputs,
-                     profiling::FunctionProfile* profile, int* max_tier, std::span<const Tensor> outputs);
+void run_groups_into(const CallPlan& call, std::span<const Tensor> inputs, int* max_tier,
+                     std::span<const Tensor> outputs);
 
 }  // namespace kiln::jit

@@ -4,35 +4,10 @@
 #include "src/ir/shape_infer.h"
 #include "src/support/check.h"
 
-#include <climits>
 
 namespace kiln::jit {
 
-Plan make_plan(std::shared_ptr<const ir::Graph> graph) {
-    Plan p;
-    const auto& nodes = graph->nodes;
-    std::vector<bool> needed(nodes.size(), false);
-    for (auto o : graph->outputs) needed[static_cast<std::size_t>(o)] = true;
-    for (auto i : graph->inputs) needed[static_cast<std::size_t>(i)] = true;
-    for (std::size_t i = nodes.size(); i-- > 0;)
-        if (needed[i])
-            for (auto in : nodes[i].inputs) needed[static_cast<std::size_t>(in)] = true;
-    p.last_use.assign(nodes.size(), -1);
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-        if (!needed[i]) continue;
-        auto pos = static_cast<std::int32_t>(p.order.size());
-        p.order.push_back(i);
-        for (auto in : nodes[i].inputs) p.last_use[static_cast<std::size_t>(in)] = pos;
-    }
-    for (auto o : graph->outputs) p.last_use[static_cast<std::size_t>(o)] = INT32_MAX;
-    p.arg_index.assign(nodes.size(), -1);
-    for (std::size_t i = 0; i < graph->inputs.size(); ++i)
-        p.arg_index[static_cast<std::size_t>(graph->inputs[i])] = static_cast<std::int32_t>(i);
-    p.graph = std::move(graph);
-    return p;
-}
-
-std::unique_ptr<ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+std::unique_ptr<ShapePlan> make_shape_plan(const Executable& plan, const std::vector<Shape>& input_shapes,
                                            const std::string& what) {
     const ir::Graph& g = *plan.graph;
     auto sp = std::make_unique<ShapePlan>();

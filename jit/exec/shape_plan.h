@@ -1,9 +1,10 @@
 #pragma once
-// What a call needs before it runs: the plan of a graph (the nodes its outputs need, each
-// input's argument position) and, per input-shape signature, a ShapePlan (every node's
+// What a call needs before it runs, per input-shape signature: a ShapePlan (every node's
 // concrete shape, reshape targets made concrete), so shape work happens once per signature,
-// not on every call. jit/exec/run_plan.h runs calls; jit/exec/memory_plan.h places intermediates.
+// not on every call. jit/exec/pipeline.h makes the function's executable plan;
+// jit/exec/run_plan.h runs calls; jit/exec/memory_plan.h places intermediates.
 #include "jit/exec/memory_plan.h"
+#include "jit/exec/pipeline.h"
 #include "profiling/profile.h"
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
@@ -18,16 +19,6 @@
 #include <vector>
 
 namespace kiln::jit {
-
-struct Plan {
-    std::shared_ptr<const ir::Graph> graph;
-    std::vector<std::size_t> order;       // nodes that outputs depend on, in graph order
-    std::vector<std::int32_t> last_use;   // per value: position in `order` of its last reader; -1: never; INT32_MAX: an output
-    std::vector<std::int32_t> arg_index;  // per node: its argument position for Op::input, else -1
-    std::shared_ptr<ArenaPool> arenas = std::make_shared<ArenaPool>();  // the calls' arena blocks
-};
-
-Plan make_plan(std::shared_ptr<const ir::Graph> graph);
 
 // Everything a call needs that depends only on the input shapes. Immutable once a call or
 // the cache can see it.
@@ -47,7 +38,7 @@ struct ShapePlan {
 
 // Checks the shapes against the graph (kiln::Error naming the argument, expected and
 // actual) and infers every node's shape (kiln::Error when symbolic dims disagree).
-std::unique_ptr<ShapePlan> make_shape_plan(const Plan& plan, const std::vector<Shape>& input_shapes,
+std::unique_ptr<ShapePlan> make_shape_plan(const Executable& exe, const std::vector<Shape>& input_shapes,
                                            const std::string& what);
 
 // The shape plan of one call: borrowed from a ShapePlanCache (valid while the cache lives),

@@ -10,17 +10,6 @@
 
 namespace kiln::jit {
 namespace {
-// A group that has seen more distinct signatures than this gets a generic version rather
-// than more specialisations.
-constexpr std::size_t kDistinctBeforeGeneric = 4;
-// Distinct signatures counted per group (memory stays bounded).
-constexpr std::size_t kMaxTrackedSignatures = 64;
-// Compile failures of a group before it is blacklisted.
-constexpr int kMaxFailures = 3;
-// A tier-2 compile slower than this counts as a failure (a timeout) toward the blacklist;
-// its code, which is correct, is still published.
-constexpr std::uint64_t kCompileBudgetUs = 10'000'000;
-
 std::atomic<std::int64_t> g_compile_delay_ms{0};
 
 // threshold * backoff, saturating (a threshold may be "never": INT64_MAX).
@@ -32,23 +21,11 @@ std::uint64_t scaled(std::int64_t threshold, std::uint64_t backoff) {
 
 void set_compile_delay_for_testing(std::chrono::milliseconds delay) { g_compile_delay_ms.store(delay.count()); }
 
-TierManager::TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, TierSet tiers)
-    : graph_(std::move(graph)), options_(options), tiers_(std::move(tiers)), partition_(passes::partition(*graph_)) {
-    if (tiers_.queue && options_.async_compile) ticket_ = tiers_.queue->new_ticket();
+TierManager::TierManager(std::shared_ptr<const Executable> exe, const Tunables& tunables, TierSet tiers)
+    : exe_(std::move(exe)), name_(exe_->graph->name), tunables_(tunables), tiers_(std::move(tiers)) {
+    if (tiers_.queue && tunables_.async_compile) ticket_ = tiers_.queue->new_ticket();
     if (!tiers_.cache) tiers_.cache = std::make_shared<CodeCache>(0);
-    for (const auto& grp : partition_.groups) groups_.push_back(std::make_shared<GroupRuntime>(*graph_, grp));
-    const auto& nodes = graph_->nodes;
-    step_of_.assign(nodes.size(), -1);
-    last_use_.assign(nodes.size(), -1);
-    std::int32_t step = 0;
-    for (const auto& grp : partition_.groups)
-        for (auto id : grp.nodes) step_of_[static_cast<std::size_t>(id)] = step++;
-    for (std::size_t id = 0; id < nodes.size(); ++id) {
-        if (step_of_[id] < 0) continue;
-        for (auto in : nodes[id].inputs)
-            last_use_[static_cast<std::size_t>(in)] = std::max(last_use_[static_cast<std::size_t>(in)], step_of_[id]);
-    }
-    for (auto o : graph_->outputs) last_use_[static_cast<std::size_t>(o)] = INT32_MAX;
+    for (const auto& gr : exe_->groups) gr->tierup = std::make_shared<TierUpState>();
 }
 
 TierManager::~TierManager() { cancel_compiles(); }
@@ -61,13 +38,18 @@ void TierManager::wait_for_compiles() {
     if (ticket_) ticket_->wait_idle();
 }
 
-const CompiledVersion* TierManager::select(const CodeSet& code, const std::int64_t* params) {
-    for (const auto& v : code.versions)
-        if (v.guard.check(params)) {
-            if (v.entry) v.entry->touch();
-            return &v;
+void TierManager::warmup(const ShapePlan& sp) {
+    std::vector<std::int64_t> params;
+    // Two rounds: a group whose request was skipped because a compile of it (for another
+    // signature) was in flight gets its own in the second.
+    for (int round = 0; round < 2; ++round) {
+        for (auto& grp : exe_->groups) {
+            if (!grp->kernel || has_empty_buffer(grp->group, sp)) continue;
+            group_params(*grp->kernel, grp->group, sp, params);
+            ensure_compiled(*grp, params);
         }
-    return nullptr;
+        wait_for_compiles();  // warmup compiles ahead: the next call finds the code
+    }
 }
 
 void TierManager::drop(std::vector<Evicted>& evicted) {
@@ -76,26 +58,27 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
         for (const auto& w : ev.users) {
             std::shared_ptr<GroupRuntime> gr = w.lock();
             if (!gr) continue;
-            std::lock_guard<std::mutex> lock(gr->mu);
+            TierUpState& st = *gr->tierup;
+            std::lock_guard<std::mutex> lock(st.mu);
             auto next = std::make_shared<CodeSet>(*gr->code());
             std::uint64_t dropped = 0;
             for (const CompiledVersion& v : next->versions) {
                 if (v.entry.get() != e) continue;
                 ++dropped;
                 if (v.tier < 2) {  // tier 1 comes back after another threshold of interpreted calls
-                    gr->tier1_requested = false;
-                    gr->interpreted_calls = 0;
+                    st.tier1_requested = false;
+                    st.interpreted_calls = 0;
                 } else if (v.generic) {
-                    --gr->generic_compiles;
+                    --st.generic_compiles;
                 } else {
-                    gr->specializations.fetch_sub(1, std::memory_order_relaxed);
+                    st.specializations.fetch_sub(1, std::memory_order_relaxed);
                     std::vector<std::int64_t> sig;
                     for (const auto& p : v.spec.params) sig.push_back(p.value_or(0));
-                    gr->signature_calls.erase(sig);  // another threshold of calls before it is compiled again
+                    st.signature_calls.erase(sig);  // another threshold of calls before it is compiled again
                 }
             }
             if (!dropped) continue;
-            gr->backoff = std::min(gr->backoff * 2, GroupRuntime::kMaxBackoff);
+            st.backoff = std::min(st.backoff * 2, tunables_.max_backoff);
             std::erase_if(next->versions, [&](const CompiledVersion& v) { return v.entry.get() == e; });
             gr->publish(std::move(next));
             gr->evictions.fetch_add(dropped, std::memory_order_relaxed);
@@ -108,23 +91,24 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
     evicted.clear();
 }
 
-void TierManager::note_call(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
-    if (!gr.kernel || !jit_enabled()) return;
+void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
+    if (!gr.kernel || !compiles()) return;
+    TierUpState& st = *gr.tierup;
     bool t1 = false, t2 = false, generic = false;
     {
-        std::lock_guard<std::mutex> lock(gr.mu);
-        if (tiers_.tier1 && ran_tier == 0 && !gr.tier1_requested &&
-            ++gr.interpreted_calls >= scaled(options_.tier1_threshold, gr.backoff)) {
-            gr.tier1_requested = t1 = true;
+        std::lock_guard<std::mutex> lock(st.mu);
+        if (tiers_.tier1 && ran_tier == 0 && !st.tier1_requested &&
+            ++st.interpreted_calls >= scaled(tunables_.tier1_threshold, st.backoff)) {
+            st.tier1_requested = t1 = true;
         }
-        if (tiers_.tier2 && !gr.blacklisted && !gr.compiling) {
-            auto it = gr.signature_calls.find(params);
-            if (it == gr.signature_calls.end() && gr.signature_calls.size() < kMaxTrackedSignatures)
-                it = gr.signature_calls.emplace(params, 0).first;
-            if (it != gr.signature_calls.end() && ++it->second >= scaled(options_.tier2_threshold, gr.backoff)) {
-                bool room = gr.specializations.load(std::memory_order_relaxed) < options_.max_specializations;
-                generic = !room || gr.signature_calls.size() > kDistinctBeforeGeneric;
-                if (!generic || gr.generic_compiles < 2) gr.compiling = t2 = true;  // else nothing more to try
+        if (tiers_.tier2 && !st.blacklisted && !st.compiling) {
+            auto it = st.signature_calls.find(params);
+            if (it == st.signature_calls.end() && st.signature_calls.size() < tunables_.max_tracked_signatures)
+                it = st.signature_calls.emplace(params, 0).first;
+            if (it != st.signature_calls.end() && ++it->second >= scaled(tunables_.tier2_threshold, st.backoff)) {
+                bool room = st.specializations.load(std::memory_order_relaxed) < tunables_.max_specializations;
+                generic = !room || st.signature_calls.size() > tunables_.distinct_before_generic;
+                if (!generic || st.generic_compiles < tunables_.max_generic_versions) st.compiling = t2 = true;  // else nothing more to try
             }
         }
     }
@@ -134,16 +118,17 @@ void TierManager::note_call(GroupRuntime& gr, const std::vector<std::int64_t>& p
 
 void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params) {
     if (!tiers_.tier2 || !gr.kernel) return;
+    TierUpState& st = *gr.tierup;
     for (const auto& v : gr.code()->versions)
         if (v.tier >= 2 && v.guard.check(params.data())) return;
     bool generic = false;
     {
-        std::lock_guard<std::mutex> lock(gr.mu);
-        if (gr.blacklisted || gr.compiling) return;
-        generic = gr.specializations.load(std::memory_order_relaxed) >= options_.max_specializations;
-        if (generic && gr.generic_compiles >= 2) return;
-        if (gr.signature_calls.size() < kMaxTrackedSignatures) gr.signature_calls.emplace(params, 0);
-        gr.compiling = true;
+        std::lock_guard<std::mutex> lock(st.mu);
+        if (st.blacklisted || st.compiling) return;
+        generic = st.specializations.load(std::memory_order_relaxed) >= tunables_.max_specializations;
+        if (generic && st.generic_compiles >= tunables_.max_generic_versions) return;
+        if (st.signature_calls.size() < tunables_.max_tracked_signatures) st.signature_calls.emplace(params, 0);
+        st.compiling = true;
     }
     request_tier2(gr, params, generic);
 }
@@ -156,13 +141,13 @@ void TierManager::submit(GroupRuntime& gr, double boost, std::function<void()> j
         return;
     }
     std::uint64_t total = 0;
-    for (const auto& g : groups_) total += g->ns.load(std::memory_order_relaxed);
+    for (const auto& g : exe_->groups) total += g->ns.load(std::memory_order_relaxed);
     const double share = total ? static_cast<double>(gr.ns.load(std::memory_order_relaxed)) / static_cast<double>(total) : 0.0;
     tiers_.queue->submit(ticket_, boost + share, std::move(job));
 }
 
 void TierManager::request_tier1(GroupRuntime& gr) {
-    submit(gr, 1.0, [this, g = gr.shared_from_this()] { compile_tier1(*g); });
+    submit(gr, tunables_.tier1_priority_boost, [this, g = gr.shared_from_this()] { compile_tier1(*g); });
 }
 
 void TierManager::request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
@@ -177,7 +162,7 @@ void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr,
     std::string bound;
     for (std::size_t p = 0; p < spec.params.size(); ++p)
         if (spec.params[p]) bound += (bound.empty() ? "" : ",") + gr.kernel->params[p] + "=" + std::to_string(*spec.params[p]);
-    tr->complete("compile", graph_->name + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0,
+    tr->complete("compile", name_ + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0,
                  std::chrono::steady_clock::now(),
                  "\"backend\":\"" + std::string(tier.name()) + "\",\"tier\":" + std::to_string(tier.level()) +
                      ",\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\",\"generic\":" +
@@ -255,15 +240,16 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
 
 void TierManager::compile_tier1(GroupRuntime& gr) {
     const kir::Kernel& k = *gr.kernel;
+    TierUpState& st = *gr.tierup;
     kir::Specialization spec;
     spec.params.resize(k.params.size());  // nothing bound: one version serves every shape
     std::vector<Evicted> evicted;
     Obtained o = obtain(*tiers_.tier1, gr, spec, true, &evicted);
     {
-        std::lock_guard<std::mutex> lock(gr.mu);
+        std::lock_guard<std::mutex> lock(st.mu);
         if (!o.entry) {
             // Not retried: a generic kernel's bail-out is deterministic (tier1_requested stays set).
-            support::log().info("{}: {} stays below tier 1 ({}: {})", graph_->name, gr.group.name,
+            support::log().info("{}: {} stays below tier 1 ({}: {})", name_, gr.group.name,
                                 tiers::bailout_name(o.result.bailout), o.result.detail);
             return;
         }
@@ -273,10 +259,10 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
             next->versions.push_back(
                 CompiledVersion{std::move(spec), Guard{}, o.entry->code, o.entry, tiers_.tier1->level(), true});
             gr.publish(std::move(next));
-            support::log().info("{}: {} -> tier {} ({} us)", graph_->name, gr.group.name, tiers_.tier1->level(), o.us);
+            support::log().info("{}: {} -> tier {} ({} us)", name_, gr.group.name, tiers_.tier1->level(), o.us);
         } else {
-            gr.tier1_requested = false;
-            gr.interpreted_calls = 0;
+            st.tier1_requested = false;
+            st.interpreted_calls = 0;
         }
     }
     drop(evicted);
@@ -284,17 +270,18 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
 
 void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
     const kir::Kernel& k = *gr.kernel;
+    TierUpState& st = *gr.tierup;
     kir::Specialization spec;
     spec.params.resize(k.params.size());
     Guard guard;
     {
-        std::lock_guard<std::mutex> lock(gr.mu);
+        std::lock_guard<std::mutex> lock(st.mu);
         for (std::size_t p = 0; p < params.size(); ++p) {
             bool bind = true;
             if (generic) {
                 // First generic version: bind what every observed signature agreed on.
-                if (gr.generic_compiles > 0) bind = false;
-                for (const auto& [sig, n] : gr.signature_calls)
+                if (st.generic_compiles > 0) bind = false;
+                for (const auto& [sig, n] : st.signature_calls)
                     if (sig[p] != params[p]) bind = false;
             }
             if (bind) {
@@ -305,18 +292,18 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
     }
     std::vector<Evicted> evicted;
     Obtained o = obtain(*tiers_.tier2, gr, spec, generic, &evicted);
-    const bool slow = o.entry && o.compiled && o.us > kCompileBudgetUs;
+    const bool slow = o.entry && o.compiled && o.us > tunables_.compile_budget_us;
     if (slow) counters_.bailouts[static_cast<std::size_t>(tiers::Bailout::timeout)].fetch_add(1, std::memory_order_relaxed);
     {
-        std::lock_guard<std::mutex> lock(gr.mu);
-        gr.compiling = false;
+        std::lock_guard<std::mutex> lock(st.mu);
+        st.compiling = false;
         if (!o.entry || slow) {
-            if (++gr.failures >= kMaxFailures) gr.blacklisted = true;
-            support::log().info("{}: {} compile {} ({}: {}){}", graph_->name, gr.group.name, slow ? "over budget" : "failed",
+            if (++st.failures >= tunables_.max_failures) st.blacklisted = true;
+            support::log().info("{}: {} compile {} ({}: {}){}", name_, gr.group.name, slow ? "over budget" : "failed",
                                 tiers::bailout_name(slow ? tiers::Bailout::timeout : o.result.bailout), o.result.detail,
-                                gr.blacklisted ? "; blacklisted" : "");
+                                st.blacklisted ? "; blacklisted" : "");
             // Back off: the signature counts start again, so the next try needs another threshold of calls.
-            gr.signature_calls.clear();
+            st.signature_calls.clear();
         }
         if (o.entry && o.entry->resident.load(std::memory_order_acquire)) {
             auto next = std::make_shared<CodeSet>(*gr.code());
@@ -324,14 +311,14 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
             auto first_lower = std::find_if(next->versions.begin(), next->versions.end(),
                                             [&](const CompiledVersion& c) { return c.tier < v.tier; });
             if (generic) {
-                ++gr.generic_compiles;
+                ++st.generic_compiles;
                 next->versions.insert(first_lower, std::move(v));  // after the specialisations, before tier 1
             } else {
-                gr.specializations.fetch_add(1, std::memory_order_relaxed);
+                st.specializations.fetch_add(1, std::memory_order_relaxed);
                 next->versions.insert(next->versions.begin(), std::move(v));
             }
             gr.publish(std::move(next));
-            support::log().info("{}: {} -> tier {} ({}, {} us{})", graph_->name, gr.group.name, tiers_.tier2->level(),
+            support::log().info("{}: {} -> tier {} ({}, {} us{})", name_, gr.group.name, tiers_.tier2->level(),
                                 generic ? "generic" : "specialised", o.us,
                                 o.compiled ? "" : ", from a cache");
         }

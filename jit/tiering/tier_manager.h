@@ -1,7 +1,8 @@
 #pragma once
-// The tier manager of one function: partitions its graph into fusion groups, lowers the
-// lowerable ones to kernel IR at load, counts calls per group and shape signature, and
-// compiles when the policy says so:
+// The tier-up policy of one function: it takes the groups of the function's executable plan
+// (jit/exec/pipeline.h), hears from the executor after each group runs below tier 2
+// (jit/exec/run_plan.h: CallObserver), counts calls per group and shape signature, and
+// compiles when the policy says so (thresholds and limits: jit/tiering/tunables.def):
 //   - tier 1 (baseline, generic: every dim a run-time argument) once a group has run
 //     `tier1_threshold` times on the interpreter;
 //   - tier 2, after `tier2_threshold` calls of a group at one signature (its param values)
@@ -19,17 +20,19 @@
 // first) and tier-1 jobs before tier-2 ones. One compile per group and tier is in flight at
 // a time (identical requests are made once).
 #include "jit/exec/code_cache.h"
+#include "jit/exec/group_runtime.h"
+#include "jit/exec/run_plan.h"
 #include "jit/tiering/compile_queue.h"
 #include "jit/tiering/disk_cache.h"
-#include "jit/exec/group_runtime.h"
+#include "jit/tiering/settings.h"
 #include "profiling/trace.h"
-
-#include <kiln/options.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace kiln::jit {
@@ -41,6 +44,24 @@ struct TierCounters {
     std::atomic<std::uint64_t> cache_hits{0};  // code found in the engine's code cache
     std::atomic<std::uint64_t> disk_hits{0};   // code loaded from the persistent cache
     std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};  // by tiers::Bailout
+};
+
+// The tier-up policy's state of one group (GroupRuntime::tierup), under `mu`.
+struct TierUpState {
+    std::mutex mu;
+    std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;  // param values -> calls (bounded)
+    int failures = 0;          // compile failures of this group
+    bool blacklisted = false;  // too many failures: never tried again
+    bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
+    // Tier 1: interpreted calls counted toward tier1_threshold; requested once, whatever the
+    // outcome (a generic version serves every shape, and its bail-outs are deterministic).
+    std::uint64_t interpreted_calls = 0;
+    bool tier1_requested = false;
+    int generic_compiles = 0;
+    // Each eviction of this group's code doubles the calls it needs before compiling again
+    // (up to Tunables::max_backoff), so a cache too small for the traffic cannot cause a compile storm.
+    std::uint64_t backoff = 1;
+    std::atomic<int> specializations{0};  // fully bound versions of this group (read without the lock by stats)
 };
 
 // The compiling tiers and the compile queue an engine gives its functions (any may be null).
@@ -55,9 +76,9 @@ struct TierSet {
 // Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.
 void set_compile_delay_for_testing(std::chrono::milliseconds delay);
 
-class TierManager {
+class TierManager final : public CallObserver {
 public:
-    TierManager(std::shared_ptr<const ir::Graph> graph, const Options& options, TierSet tiers);
+    TierManager(std::shared_ptr<const Executable> exe, const Tunables& tunables, TierSet tiers);
     ~TierManager();  // cancel_compiles()
     // Drops this function's queued compiles and waits for its running ones; no compile of it
     // runs afterwards.
@@ -65,23 +86,15 @@ public:
     TierManager(const TierManager&) = delete;
     TierManager& operator=(const TierManager&) = delete;
 
-    const passes::Partition& partition() const { return partition_; }
-    std::vector<std::shared_ptr<GroupRuntime>>& groups() { return groups_; }
-    const std::vector<std::shared_ptr<GroupRuntime>>& groups() const { return groups_; }
     const TierCounters& counters() const { return counters_; }
-    // Execution order: step of each node (groups in order, nodes in group order), and per
-    // value the last step that reads it (-1: none; INT32_MAX: a graph output).
-    const std::vector<std::int32_t>& step_of() const { return step_of_; }
-    const std::vector<std::int32_t>& last_use() const { return last_use_; }
     profiling::Trace* trace() const { return tiers_.trace.get(); }
-    bool jit_enabled() const { return tiers_.tier1 != nullptr || tiers_.tier2 != nullptr; }
+    // Whether this function has a compiling tier (CallObserver).
+    bool compiles() const override { return tiers_.tier1 != nullptr || tiers_.tier2 != nullptr; }
     // Blocks until every compile requested so far has finished (Function::wait_for_compiles).
     void wait_for_compiles();
-
-    // The version whose guard passes for these params, or null (then the caller counts a
-    // guard failure when versions existed, and runs the group on the interpreter). Touches
-    // the chosen version's cache entry (recency for the LRU bound).
-    static const CompiledVersion* select(const CodeSet& code, const std::int64_t* params);
+    // Compiles, for every lowerable group, a version that covers this shape plan, and waits
+    // for them (Function::warmup).
+    void warmup(const ShapePlan& sp);
     // Takes evicted code out of the groups that published it and resets their tier-up
     // state for it (a dropped specialisation needs another threshold of calls to come back).
     // Call holding no group lock.
@@ -89,8 +102,8 @@ public:
 
     // Called after a group ran below tier 2 (`ran_tier`: 0 the interpreter, 1 the baseline)
     // with these params: counts the call and the signature and requests compiles when the
-    // policy says so.
-    void note_call(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier);
+    // policy says so (CallObserver).
+    void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) override;
     // Requests (no threshold) a tier-2 version covering these params, unless one exists, the
     // group is blacklisted, or a compile is in flight (warmup; wait_for_compiles waits for it).
     void ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params);
@@ -114,14 +127,12 @@ private:
     void trace_compile(const tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec, bool generic,
                        std::chrono::steady_clock::time_point t0, const char* outcome, const char* cache);
 
-    std::shared_ptr<const ir::Graph> graph_;
-    Options options_;
+    std::shared_ptr<const Executable> exe_;
+    const std::string& name_;  // the function's
+    Tunables tunables_;
     TierSet tiers_;
     std::shared_ptr<CompileQueue::Ticket> ticket_;
-    passes::Partition partition_;
-    std::vector<std::shared_ptr<GroupRuntime>> groups_;
     TierCounters counters_;
-    std::vector<std::int32_t> step_of_, last_use_;
 };
 
 }  // namespace kiln::jit

@@ -9,8 +9,8 @@
 
 namespace kiln::jit {
 
-std::shared_ptr<tiers::Tier> make_tier1(const Options& options) {
-    if (!options.jit) return nullptr;
+std::shared_ptr<tiers::Tier> make_tier1(const EngineSettings& settings) {
+    if (!settings.jit) return nullptr;
 #if defined(KILN_HAVE_ASMJIT)
     if (!tiers::asmjit_available()) return nullptr;
     return tiers::make_asmjit_tier();
@@ -19,13 +19,13 @@ std::shared_ptr<tiers::Tier> make_tier1(const Options& options) {
 #endif
 }
 
-std::shared_ptr<tiers::Tier> make_tier2(const Options& options) {
-    if (!options.jit) return nullptr;
+std::shared_ptr<tiers::Tier> make_tier2(const EngineSettings& settings) {
+    if (!settings.jit) return nullptr;
 #if defined(KILN_HAVE_LLVM)
     tiers::LlvmTierOptions lo;
-    lo.dump_llvm = options.dumps("llvm");
-    lo.dump_asm = options.dumps("asm");
-    lo.dump_dir = options.dump_dir;
+    lo.dump_llvm = settings.dump_llvm;
+    lo.dump_asm = settings.dump_asm;
+    lo.dump_dir = settings.dump_dir;
     return tiers::make_llvm_tier(lo);
 #else
     return nullptr;
