@@ -6,12 +6,19 @@
 
 namespace kiln::profiling {
 
-FunctionProfile::FunctionProfile(const ir::Graph& g) {
+FunctionProfile::FunctionProfile(const ir::Graph& g, std::size_t groups)
+    : groups_(new GroupProfile[groups]), num_groups_(groups) {
     for (ir::ValueId id : g.inputs)
         for (const Dim& d : g.nodes[static_cast<std::size_t>(id)].type.dims)
             for (const auto& s : d.symbols())
                 if (std::find(input_symbols_.begin(), input_symbols_.end(), s) == input_symbols_.end())
                     input_symbols_.push_back(s);
+}
+
+std::uint64_t FunctionProfile::total_group_ns() const {
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < num_groups_; ++i) total += groups_[i].ns.load(std::memory_order_relaxed);
+    return total;
 }
 
 namespace {

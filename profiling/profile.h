@@ -1,7 +1,10 @@
 #pragma once
-// Per-function profiles, recorded from the first call: how often each concrete shape
-// signature is called and a histogram of each symbolic dim's values (FunctionStats'
-// `signatures` and `dim_histograms`). Observes only. Thread-safe.
+// The profile of one function, recorded from the first call: how often each concrete shape
+// signature is called, a histogram of each symbolic dim's values, and per fusion group its
+// calls, compiled calls, time, guard failures and deopts. The executor records it; the JIT's
+// tier-up policy decides from it (a group's time orders the compile queue, its interpreted
+// calls trigger tier 1) and FunctionStats reports the same counters. Observes only;
+// thread-safe.
 //
 // Recording a call at a kept signature takes no lock: each kept signature has its own
 // relaxed atomic counter (found through a lock-free table, or held by the caller: the
@@ -21,6 +24,21 @@
 
 namespace kiln::profiling {
 
+// One fusion group's counters (relaxed atomics: statistics, not synchronisation).
+struct GroupProfile {
+    std::atomic<std::uint64_t> calls{0};           // every call of the group
+    std::atomic<std::uint64_t> compiled_calls{0};  // the calls that ran compiled code
+    std::atomic<std::uint64_t> ns{0};              // time on every tier (sampled: jit/exec/run_plan.h)
+    std::atomic<std::uint64_t> guard_failures{0};  // calls whose compiled versions' guards all failed
+    std::atomic<std::uint64_t> deopts{0};          // calls that ran on a lower tier than the group's best code
+    // calls - compiled_calls (never below 0 while calls run concurrently).
+    std::uint64_t interpreted_calls() const {
+        const std::uint64_t compiled = compiled_calls.load(std::memory_order_relaxed);
+        const std::uint64_t all = calls.load(std::memory_order_relaxed);
+        return all > compiled ? all - compiled : 0;
+    }
+};
+
 struct SignatureCount {
     std::vector<Shape> shapes;
     std::uint64_t calls = 0;
@@ -28,7 +46,7 @@ struct SignatureCount {
 
 class FunctionProfile {
 public:
-    explicit FunctionProfile(const ir::Graph& g);
+    FunctionProfile(const ir::Graph& g, std::size_t groups);
     FunctionProfile(const FunctionProfile&) = delete;
     FunctionProfile& operator=(const FunctionProfile&) = delete;
 
@@ -56,6 +74,11 @@ public:
     }
     // One call with these input shapes (and the symbols they bound).
     void record_call(const std::vector<Shape>& shapes, const ir::Bindings& b) { record_call(signature(shapes, b), b); }
+    GroupProfile& group(std::size_t i) { return groups_[i]; }
+    const GroupProfile& group(std::size_t i) const { return groups_[i]; }
+    std::size_t num_groups() const { return num_groups_; }
+    std::uint64_t total_group_ns() const;  // all groups' time
+
     std::vector<SignatureCount> signatures() const;  // called ones, most called first (then by shapes)
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms() const;
 
@@ -68,6 +91,8 @@ public:
 private:
     void record_other(const ir::Bindings& b);
 
+    std::unique_ptr<GroupProfile[]> groups_;
+    std::size_t num_groups_ = 0;
     std::vector<std::string> input_symbols_;  // the symbols named by the inputs' dims
 
     // Kept signatures by hash of their shapes: open addressing, at most half full; slots

@@ -65,7 +65,7 @@ TEST_CASE("dispatch: the shape-plan cache keeps kCapacity plans, found by shapes
 
 TEST_CASE("dispatch: profile signatures count through their counters; past kMaxSignatures calls count as other") {
     Graph g = scaled_rows();
-    profiling::FunctionProfile p(*g.impl());
+    profiling::FunctionProfile p(*g.impl(), 0);
     auto bind = [](std::int64_t b) {
         ir::Bindings bs;
         bs.bind("B", b);

@@ -16,6 +16,10 @@ namespace kiln {
 
 namespace detail { class FunctionImpl; class EngineImpl; }
 
+// Tiers 0 (the interpreter), 1 (baseline) and 2 (optimising): the size of arrays by tier.
+inline constexpr std::size_t kNumTiers = 3;
+using Tiers = std::array<std::uint64_t, kNumTiers>;
+
 // One unit of tiering: a fusion group (an elementwise chain, a row reduction with its
 // producers and consumers, a matmul, ...).
 struct GroupStats {
@@ -28,8 +32,8 @@ struct GroupStats {
     std::uint64_t versions = 0;    // compiled versions published
     // Successful compiles of this group by tier (index 1: tier 1, 2: tier 2) and the time
     // they took; code found in the code cache or KILN_CACHE_DIR is not a compile.
-    std::array<std::uint64_t, 3> compiles_by_tier{};
-    std::array<double, 3> compile_ms_by_tier{};
+    Tiers compiles_by_tier{};
+    std::array<double, kNumTiers> compile_ms_by_tier{};
     std::string note;              // why it stays on the interpreter, when it does
 };
 
@@ -39,54 +43,39 @@ struct ShapeSignatureCount {
     std::uint64_t calls = 0;
 };
 
+// The counters of both structs are listed once, with their meaning, in <kiln/stats_fields.def>.
 struct FunctionStats {
     std::string name;
-    std::uint64_t calls = 0;
-    std::array<std::uint64_t, 3> calls_by_tier{};  // a call counts under the highest tier it used
-    std::uint64_t failed_calls = 0;                // calls rejected with kiln::Error
+#define KILN_STAT_F(type, field) type field{};
+#define KILN_STAT_E(type, field)
+#define KILN_STAT_FE(type, field) type field{};
+#define KILN_STAT_FL(type, field) type field{};
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(type, field)
+#include <kiln/stats_fields.def>
+#undef KILN_STAT_F
+#undef KILN_STAT_E
+#undef KILN_STAT_FE
+#undef KILN_STAT_FL
     std::vector<GroupStats> groups;
-    std::uint64_t compiles = 0;
-    std::uint64_t compile_failures = 0;
-    double compile_ms = 0.0;
-    std::uint64_t guard_failures = 0;
-    std::uint64_t deopts = 0;
-    std::uint64_t specializations = 0;  // shape specialisations held (the most any group holds)
-    std::uint64_t code_cache_hits = 0;        // code found compiled by another group of the engine
-    std::uint64_t persistent_cache_hits = 0;  // code loaded from KILN_CACHE_DIR instead of compiled
-    std::uint64_t evictions = 0;              // compiled versions the code cache's bound took away
     std::map<std::string, std::uint64_t> bailouts;  // compile outcomes other than success, by reason
     std::vector<ShapeSignatureCount> signatures;                          // most called first
     std::map<std::string, std::map<std::int64_t, std::uint64_t>> dim_histograms;  // symbol -> value -> calls
     std::string to_json() const;
 };
 
-// Totals over every function the engine loaded, including those no longer alive
-// (`functions` counts the live ones; specializations too).
+// Totals over every function the engine loaded, including those no longer alive, and the
+// engine's code caches.
 struct EngineStats {
-    std::uint64_t functions = 0;
-    std::uint64_t calls = 0;
-    std::array<std::uint64_t, 3> calls_by_tier{};
-    std::uint64_t compiles = 0;
-    std::uint64_t compile_failures = 0;
-    double compile_ms = 0.0;
-    std::uint64_t guard_failures = 0;
-    std::uint64_t deopts = 0;
-    std::uint64_t specializations = 0;
-    // The code cache (KILN_CODE_CACHE_BYTES): compiled code held now, its bound (0: none),
-    // requests for code found in it (hits) or not (misses: then loaded or compiled), and
-    // entries its bound evicted (least recently used first).
-    std::uint64_t code_cache_bytes = 0;
-    std::uint64_t code_cache_limit_bytes = 0;
-    std::uint64_t code_cache_entries = 0;
-    std::uint64_t code_cache_hits = 0;
-    std::uint64_t code_cache_misses = 0;
-    std::uint64_t code_cache_evictions = 0;
-    // The persistent cache (KILN_CACHE_DIR): entries loaded, absent, written, and rejected
-    // (truncated, corrupted, foreign, or not loadable: then compiled again and replaced).
-    std::uint64_t persistent_cache_hits = 0;
-    std::uint64_t persistent_cache_misses = 0;
-    std::uint64_t persistent_cache_writes = 0;
-    std::uint64_t persistent_cache_rejected = 0;
+#define KILN_STAT_F(type, field)
+#define KILN_STAT_E(type, field) type field{};
+#define KILN_STAT_FE(type, field) type field{};
+#define KILN_STAT_FL(type, field) type field{};
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(type, field)
+#include <kiln/stats_fields.def>
+#undef KILN_STAT_F
+#undef KILN_STAT_E
+#undef KILN_STAT_FE
+#undef KILN_STAT_FL
     std::string to_json() const;
 };
 

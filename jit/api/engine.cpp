@@ -14,27 +14,39 @@
 namespace kiln {
 namespace detail {
 
-// Adds a function's counts to engine totals (specialisations and `functions` excepted:
-// they describe the functions alive now).
-void accumulate(EngineStats& e, const FunctionStats& s) {
-    e.calls += s.calls;
-    for (int t = 0; t < 3; ++t) e.calls_by_tier[t] += s.calls_by_tier[t];
-    e.compiles += s.compiles;
-    e.compile_failures += s.compile_failures;
-    e.compile_ms += s.compile_ms;
-    e.guard_failures += s.guard_failures;
-    e.deopts += s.deopts;
+namespace {
+void add_to(std::uint64_t& total, std::uint64_t v) { total += v; }
+void add_to(double& total, double v) { total += v; }
+void add_to(Tiers& total, const Tiers& v) {
+    for (std::size_t t = 0; t < kNumTiers; ++t) total[t] += v[t];
+}
+}  // namespace
+
+// Adds a function's counters to engine totals (<kiln/stats_fields.def>): the FE ones always,
+// the FL ones (what a function holds now) when it is `live`.
+void accumulate(EngineStats& e, const FunctionStats& s, bool live) {
+#define KILN_STAT_F(field)
+#define KILN_STAT_E(field)
+#define KILN_STAT_FE(field) add_to(e.field, s.field);
+#define KILN_STAT_FL(field) \
+    if (live) add_to(e.field, s.field);
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+#include <kiln/stats_fields.def>
+#undef KILN_STAT_F
+#undef KILN_STAT_E
+#undef KILN_STAT_FE
+#undef KILN_STAT_FL
 }
 
 void RetiredTotals::add(const FunctionStats& s) {
     std::lock_guard<std::mutex> lock(mu);
-    accumulate(totals, s);
+    accumulate(totals, s, false);
 }
 
 FunctionImpl::FunctionImpl(std::shared_ptr<const jit::Executable> x, const jit::Tunables& tunables,
                            std::shared_ptr<RetiredTotals> r, jit::TierSet tier_set)
-    : graph(x->graph), exe(x), profile(*x->graph), what("call of '" + x->graph->name + "'"),
-      tiers(x, tunables, std::move(tier_set)), retired(std::move(r)) {}
+    : graph(x->graph), exe(x), profile(*x->graph, x->groups.size()), what("call of '" + x->graph->name + "'"),
+      tiers(x, profile, tunables, std::move(tier_set)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
     tiers.cancel_compiles();  // compiles that finish now still reach the retired totals
@@ -70,7 +82,7 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
                                                std::span<const Tensor> caller_outputs) {
     int tier = 0;
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
-    std::vector<Tensor> out = jit::run_groups({*exe, sp, &tiers, tiers.trace()}, inputs, &tier, caller_outputs);
+    std::vector<Tensor> out = jit::run_groups({*exe, sp, profile, &tiers, tiers.trace()}, inputs, &tier, caller_outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -81,7 +93,7 @@ void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::
                                      std::span<const Tensor> outputs) {
     int tier = 0;
     const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
-    jit::run_groups_into({*exe, sp, &tiers, tiers.trace()}, inputs, &tier, outputs);
+    jit::run_groups_into({*exe, sp, profile, &tiers, tiers.trace()}, inputs, &tier, outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -95,7 +107,7 @@ void FunctionImpl::trace_call(profiling::Trace::Clock::time_point t0, int tier) 
 FunctionStats FunctionImpl::stats() const {
     FunctionStats s;
     s.name = exe->graph->name;
-    for (int t = 0; t < 3; ++t) {
+    for (std::size_t t = 0; t < kNumTiers; ++t) {
         s.calls_by_tier[t] = calls_by_tier[t].load(std::memory_order_relaxed);
         s.calls += s.calls_by_tier[t];
     }
@@ -108,17 +120,18 @@ FunctionStats FunctionImpl::stats() const {
         auto code = gr.code();
         for (const auto& v : code->versions) g.tier = std::max(g.tier, v.tier);
         g.versions = code->versions.size();
-        g.calls = gr.calls.load(std::memory_order_relaxed);
-        g.compiled_calls = gr.calls_compiled.load(std::memory_order_relaxed);
-        g.total_ms = static_cast<double>(gr.ns.load(std::memory_order_relaxed)) * 1e-6;
-        for (std::size_t t = 0; t < 3; ++t) {
+        const profiling::GroupProfile& prof = profile.group(gr.index);
+        g.calls = prof.calls.load(std::memory_order_relaxed);
+        g.compiled_calls = prof.compiled_calls.load(std::memory_order_relaxed);
+        g.total_ms = static_cast<double>(prof.ns.load(std::memory_order_relaxed)) * 1e-6;
+        for (std::size_t t = 0; t < kNumTiers; ++t) {
             g.compiles_by_tier[t] = gr.compiles_by_tier[t].load(std::memory_order_relaxed);
             g.compile_ms_by_tier[t] = static_cast<double>(gr.compile_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
         }
         if (!gr.kernel) g.note = gr.lower_failure;
         else if (!tiers.compiles()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
-        s.guard_failures += gr.guard_failures.load(std::memory_order_relaxed);
-        s.deopts += gr.deopts.load(std::memory_order_relaxed);
+        s.guard_failures += prof.guard_failures.load(std::memory_order_relaxed);
+        s.deopts += prof.deopts.load(std::memory_order_relaxed);
         s.evictions += gr.evictions.load(std::memory_order_relaxed);
         s.specializations =
             std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.tierup->specializations.load()));
@@ -289,8 +302,7 @@ EngineStats Engine::stats() const {
     for (const auto& f : live) {
         FunctionStats s = f->stats();
         ++e.functions;
-        detail::accumulate(e, s);
-        e.specializations += s.specializations;
+        detail::accumulate(e, s, true);
     }
     const jit::CodeCacheStats cs = impl_->tier_set.cache->stats();
     e.code_cache_bytes = cs.bytes;

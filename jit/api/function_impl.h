@@ -57,7 +57,7 @@ public:
     jit::TierManager tiers;
 
     // Calls by the highest tier they used (their sum is the calls: one counter per call).
-    std::array<std::atomic<std::uint64_t>, 3> calls_by_tier{};
+    std::array<std::atomic<std::uint64_t>, kNumTiers> calls_by_tier{};
     std::atomic<std::uint64_t> failed_calls{0};
     std::shared_ptr<RetiredTotals> retired;
 };

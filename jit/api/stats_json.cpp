@@ -38,24 +38,38 @@ template <class A> std::string array(const A& a) {
     for (std::size_t i = 0; i < a.size(); ++i) s += (i ? "," : "") + std::to_string(a[i]);
     return s + "]";
 }
+template <std::size_t N> std::string array(const std::array<double, N>& a) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < N; ++i) s += (i ? "," : "") + num(a[i]);
+    return s + "]";
+}
+std::string value(std::uint64_t v) { return std::to_string(v); }
+std::string value(double v) { return num(v); }
+std::string value(const Tiers& v) { return array(v); }
 
 }  // namespace
 
 std::string FunctionStats::to_json() const {
     std::ostringstream os;
-    os << "{\"name\":" << quote(name) << ",\"calls\":" << calls << ",\"calls_by_tier\":" << array(calls_by_tier)
-       << ",\"failed_calls\":" << failed_calls << ",\"compiles\":" << compiles << ",\"compile_failures\":" << compile_failures
-       << ",\"compile_ms\":" << num(compile_ms) << ",\"guard_failures\":" << guard_failures << ",\"deopts\":" << deopts
-       << ",\"specializations\":" << specializations << ",\"code_cache_hits\":" << code_cache_hits
-       << ",\"persistent_cache_hits\":" << persistent_cache_hits << ",\"evictions\":" << evictions << ",\"groups\":[";
+    os << "{\"name\":" << quote(name);
+#define KILN_STAT_F(field) os << ",\"" #field "\":" << value(field);
+#define KILN_STAT_E(field)
+#define KILN_STAT_FE(field) KILN_STAT_F(field)
+#define KILN_STAT_FL(field) KILN_STAT_F(field)
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+#include <kiln/stats_fields.def>
+#undef KILN_STAT_F
+#undef KILN_STAT_E
+#undef KILN_STAT_FE
+#undef KILN_STAT_FL
+    os << ",\"groups\":[";
     for (std::size_t i = 0; i < groups.size(); ++i)
         os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"kind\":" << quote(groups[i].kind)
            << ",\"tier\":" << groups[i].tier << ",\"calls\":" << groups[i].calls
            << ",\"compiled_calls\":" << groups[i].compiled_calls << ",\"versions\":" << groups[i].versions
-           << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"compiles_by_tier\":[" << groups[i].compiles_by_tier[0]
-           << "," << groups[i].compiles_by_tier[1] << "," << groups[i].compiles_by_tier[2] << "],\"compile_ms_by_tier\":["
-           << num(groups[i].compile_ms_by_tier[0]) << "," << num(groups[i].compile_ms_by_tier[1]) << ","
-           << num(groups[i].compile_ms_by_tier[2]) << "],\"note\":" << quote(groups[i].note) << "}";
+           << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"compiles_by_tier\":" << array(groups[i].compiles_by_tier)
+           << ",\"compile_ms_by_tier\":" << array(groups[i].compile_ms_by_tier) << ",\"note\":" << quote(groups[i].note)
+           << "}";
     os << "],\"bailouts\":{";
     bool first_b = true;
     for (const auto& [reason, n] : bailouts) {
@@ -86,15 +100,20 @@ std::string FunctionStats::to_json() const {
 
 std::string EngineStats::to_json() const {
     std::ostringstream os;
-    os << "{\"functions\":" << functions << ",\"calls\":" << calls << ",\"calls_by_tier\":" << array(calls_by_tier)
-       << ",\"compiles\":" << compiles << ",\"compile_failures\":" << compile_failures << ",\"compile_ms\":" << num(compile_ms)
-       << ",\"guard_failures\":" << guard_failures << ",\"deopts\":" << deopts << ",\"specializations\":" << specializations
-       << ",\"code_cache_bytes\":" << code_cache_bytes << ",\"code_cache_limit_bytes\":" << code_cache_limit_bytes
-       << ",\"code_cache_entries\":" << code_cache_entries << ",\"code_cache_hits\":" << code_cache_hits
-       << ",\"code_cache_misses\":" << code_cache_misses << ",\"code_cache_evictions\":" << code_cache_evictions
-       << ",\"persistent_cache_hits\":" << persistent_cache_hits << ",\"persistent_cache_misses\":" << persistent_cache_misses
-       << ",\"persistent_cache_writes\":" << persistent_cache_writes
-       << ",\"persistent_cache_rejected\":" << persistent_cache_rejected << "}";
+    const char* sep = "{";
+#define KILN_STAT_E(field)                                  \
+    os << sep << "\"" #field "\":" << value(field);          \
+    sep = ",";
+#define KILN_STAT_F(field)
+#define KILN_STAT_FE(field) KILN_STAT_E(field)
+#define KILN_STAT_FL(field) KILN_STAT_E(field)
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+#include <kiln/stats_fields.def>
+#undef KILN_STAT_F
+#undef KILN_STAT_E
+#undef KILN_STAT_FE
+#undef KILN_STAT_FL
+    os << "}";
     return os.str();
 }
 

@@ -1,13 +1,17 @@
 #pragma once
-// The engine's state for one fusion group of one function: its kernel IR (lowered once at
-// load), the compiled versions published so far (an immutable CodeSet swapped atomically,
-// so a running call keeps the versions it loaded alive), and the counters the tier-up
-// policy (jit/tiering/tier_manager.h) reads.
+// The executor's state for one fusion group of one function: its kernel IR (lowered once by
+// jit/exec/pipeline.h), the compiled versions published so far (an immutable CodeSet swapped
+// atomically, so a running call keeps the versions it loaded alive), and its code's counters.
+// The group's calls and time are in the function's profile (profiling/profile.h). The JIT's
+// tier-up policy (jit/tiering/tier_manager.h) publishes code here and keeps its own
+// per-group state behind `tierup`, which the executor never reads.
 #include "jit/exec/code_cache.h"
 #include "jit/exec/guard.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
 #include "tiers/tier.h"
+
+#include <kiln/engine.h>  // kNumTiers
 
 #include <array>
 #include <atomic>
@@ -61,15 +65,11 @@ public:
     // later publish, or with the group).
     void publish(std::shared_ptr<const CodeSet> c);
 
-    // Counters (relaxed: statistics, not synchronisation).
-    std::atomic<std::uint64_t> calls{0};
-    std::atomic<std::uint64_t> calls_compiled{0};
-    std::atomic<std::uint64_t> ns{0};
-    std::atomic<std::uint64_t> guard_failures{0};
-    std::atomic<std::uint64_t> deopts{0};
+    // Counters of the code (relaxed: statistics, not synchronisation); calls and time are in
+    // the function's profile (profiling/profile.h: GroupProfile, at `index`).
     std::atomic<std::uint64_t> evictions{0};  // versions the code cache took out
-    std::array<std::atomic<std::uint64_t>, 3> compiles_by_tier{};    // successful compiles
-    std::array<std::atomic<std::uint64_t>, 3> compile_us_by_tier{};  // and their time
+    std::array<std::atomic<std::uint64_t>, kNumTiers> compiles_by_tier{};    // successful compiles
+    std::array<std::atomic<std::uint64_t>, kNumTiers> compile_us_by_tier{};  // and their time
 
     // The kernel printed without names (jit/exec/code_cache.h: normalised_kir), made once.
     const std::string& kir_text() const {

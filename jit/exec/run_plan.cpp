@@ -112,7 +112,8 @@ class CallRunner {
 public:
     CallRunner(const CallPlan& call, std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs,
                CallScratch& s)
-        : x_(call.exe), g_(*call.exe.graph), sp_(call.shapes), observer_(call.observer), trace_(call.trace),
+        : x_(call.exe), g_(*call.exe.graph), sp_(call.shapes), profile_(call.profile), observer_(call.observer),
+          trace_(call.trace),
           inputs_(inputs), caller_outputs_(caller_outputs), s_(s), mp_(sp_.memory.get([&] { return make_memory_plan(); })) {}
 
     int run();
@@ -128,8 +129,9 @@ private:
     void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g);
     // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
     void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
-        gr.guard_failures.fetch_add(1, std::memory_order_relaxed);
-        gr.deopts.fetch_add(1, std::memory_order_relaxed);
+        profiling::GroupProfile& prof = profile_.group(gr.index);
+        prof.guard_failures.fetch_add(1, std::memory_order_relaxed);
+        prof.deopts.fetch_add(1, std::memory_order_relaxed);
         if (auto* tr = trace_) {
             const std::string fact = code.versions.front().guard.first_failure(s_.params.data(), gr.kernel->params);
             const std::string group = "\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\"";
@@ -142,6 +144,7 @@ private:
     const Executable& x_;
     const ir::Graph& g_;
     const ShapePlan& sp_;
+    profiling::FunctionProfile& profile_;
     CallObserver* const observer_;
     profiling::Trace* const trace_;
     std::span<const Tensor> inputs_, caller_outputs_;
@@ -268,7 +271,8 @@ int CallRunner::run() {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;
         // Timing is sampled (run_plan.h); a trace needs every call's times.
-        const std::uint64_t index = gr.calls.fetch_add(1, std::memory_order_relaxed);
+        profiling::GroupProfile& prof = profile_.group(gr.index);
+        const std::uint64_t index = prof.calls.fetch_add(1, std::memory_order_relaxed);
         const std::uint64_t weight = tr ? 1 : timing_weight(index);
         const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
         bool done = false, planned = false;
@@ -288,7 +292,7 @@ int CallRunner::run() {
                     run_compiled(*v, *gr.kernel, group);
                     ran = v->tier;
                     top = std::max(top, v->tier);
-                    gr.calls_compiled.fetch_add(1, std::memory_order_relaxed);
+                    prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
                     done = true;
                     // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
                     if (v->tier < code->versions.front().tier) guard_failed(gr, *code, v->tier);
@@ -315,7 +319,7 @@ int CallRunner::run() {
         for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
         if (weight) {
             const Clock::time_point t1 = Clock::now();
-            gr.ns.fetch_add(weight * ns_between(t0, t1), std::memory_order_relaxed);
+            prof.ns.fetch_add(weight * ns_between(t0, t1), std::memory_order_relaxed);
             if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
         }
         if (planned && ran < 2) observer_->group_ran(gr, s_.params, ran);

@@ -9,9 +9,9 @@
 //
 // Timing is sampled, so that a steady-state call reads no clock: a group's first
 // kTimingPeriod calls are timed, then one call in kTimingPeriod (by the group's call count),
-// whose time is added kTimingPeriod times over. GroupRuntime::ns (the stats' total_ms and
-// the compile queue's order) and the profile's per-node times are thus estimates, within
-// kTimingPeriod - 1 calls' worth of time. With a trace (KILN_TRACE), every call is timed.
+// whose time is added kTimingPeriod times over. A group's time in the profile (the stats'
+// total_ms and the compile queue's order) is thus an estimate, within kTimingPeriod - 1
+// calls' worth of time. With a trace (KILN_TRACE), every call is timed.
 #include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
 #include "profiling/profile.h"
@@ -36,6 +36,7 @@ public:
 struct CallPlan {
     const Executable& exe;
     const ShapePlan& shapes;
+    profiling::FunctionProfile& profile;  // per group: calls, time, guard failures, deopts
     CallObserver* observer = nullptr;
     profiling::Trace* trace = nullptr;  // KILN_TRACE: calls, groups, guard failures
 };

@@ -21,8 +21,9 @@ std::uint64_t scaled(std::int64_t threshold, std::uint64_t backoff) {
 
 void set_compile_delay_for_testing(std::chrono::milliseconds delay) { g_compile_delay_ms.store(delay.count()); }
 
-TierManager::TierManager(std::shared_ptr<const Executable> exe, const Tunables& tunables, TierSet tiers)
-    : exe_(std::move(exe)), name_(exe_->graph->name), tunables_(tunables), tiers_(std::move(tiers)) {
+TierManager::TierManager(std::shared_ptr<const Executable> exe, const profiling::FunctionProfile& profile,
+                         const Tunables& tunables, TierSet tiers)
+    : exe_(std::move(exe)), profile_(profile), name_(exe_->graph->name), tunables_(tunables), tiers_(std::move(tiers)) {
     if (tiers_.queue && tunables_.async_compile) ticket_ = tiers_.queue->new_ticket();
     if (!tiers_.cache) tiers_.cache = std::make_shared<CodeCache>(0);
     for (const auto& gr : exe_->groups) gr->tierup = std::make_shared<TierUpState>();
@@ -67,7 +68,7 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
                 ++dropped;
                 if (v.tier < 2) {  // tier 1 comes back after another threshold of interpreted calls
                     st.tier1_requested = false;
-                    st.interpreted_calls = 0;
+                    st.rebase_interpreted = true;
                 } else if (v.generic) {
                     --st.generic_compiles;
                 } else {
@@ -94,11 +95,17 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
 void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
     if (!gr.kernel || !compiles()) return;
     TierUpState& st = *gr.tierup;
+    const profiling::GroupProfile& prof = profile_.group(gr.index);
     bool t1 = false, t2 = false, generic = false;
     {
         std::lock_guard<std::mutex> lock(st.mu);
+        if (st.rebase_interpreted) {  // count from the call after the eviction (this one, when interpreted)
+            st.interpreted_base = prof.interpreted_calls() - (ran_tier == 0 ? 1 : 0);
+            st.rebase_interpreted = false;
+        }
         if (tiers_.tier1 && ran_tier == 0 && !st.tier1_requested &&
-            ++st.interpreted_calls >= scaled(tunables_.tier1_threshold, st.backoff)) {
+            prof.interpreted_calls() - st.interpreted_base >=
+                scaled(tunables_.tier1_threshold, st.backoff)) {
             st.tier1_requested = t1 = true;
         }
         if (tiers_.tier2 && !st.blacklisted && !st.compiling) {
@@ -140,9 +147,9 @@ void TierManager::submit(GroupRuntime& gr, double boost, std::function<void()> j
         job();
         return;
     }
-    std::uint64_t total = 0;
-    for (const auto& g : exe_->groups) total += g->ns.load(std::memory_order_relaxed);
-    const double share = total ? static_cast<double>(gr.ns.load(std::memory_order_relaxed)) / static_cast<double>(total) : 0.0;
+    const std::uint64_t total = profile_.total_group_ns();
+    const std::uint64_t ns = profile_.group(gr.index).ns.load(std::memory_order_relaxed);
+    const double share = total ? static_cast<double>(ns) / static_cast<double>(total) : 0.0;
     tiers_.queue->submit(ticket_, boost + share, std::move(job));
 }
 
@@ -224,7 +231,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
     counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
     if (r.kernel) {
         counters_.compiles.fetch_add(1, std::memory_order_relaxed);
-        const auto t = static_cast<std::size_t>(std::clamp(tier.level(), 0, 2));
+        const auto t = static_cast<std::size_t>(std::clamp(tier.level(), 0, static_cast<int>(kNumTiers) - 1));
         gr.compiles_by_tier[t].fetch_add(1, std::memory_order_relaxed);
         gr.compile_us_by_tier[t].fetch_add(o.us, std::memory_order_relaxed);
     } else {
@@ -262,7 +269,7 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
             support::log().info("{}: {} -> tier {} ({} us)", name_, gr.group.name, tiers_.tier1->level(), o.us);
         } else {
             st.tier1_requested = false;
-            st.interpreted_calls = 0;
+            st.interpreted_base = profile_.group(gr.index).interpreted_calls();
         }
     }
     drop(evicted);

@@ -53,9 +53,14 @@ struct TierUpState {
     int failures = 0;          // compile failures of this group
     bool blacklisted = false;  // too many failures: never tried again
     bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
-    // Tier 1: interpreted calls counted toward tier1_threshold; requested once, whatever the
-    // outcome (a generic version serves every shape, and its bail-outs are deterministic).
-    std::uint64_t interpreted_calls = 0;
+    // Tier 1: requested after tier1_threshold interpreted calls (the profile's calls less its
+    // compiled calls, counted from `interpreted_base`, which a reset moves to the count then);
+    // requested once, whatever the outcome (a generic version serves every shape, and its
+    // bail-outs are deterministic).
+    std::uint64_t interpreted_base = 0;
+    // Set when an eviction (which may be handled by another function's manager, without this
+    // group's profile) took the tier-1 version: the next call moves interpreted_base.
+    bool rebase_interpreted = false;
     bool tier1_requested = false;
     int generic_compiles = 0;
     // Each eviction of this group's code doubles the calls it needs before compiling again
@@ -78,7 +83,9 @@ void set_compile_delay_for_testing(std::chrono::milliseconds delay);
 
 class TierManager final : public CallObserver {
 public:
-    TierManager(std::shared_ptr<const Executable> exe, const Tunables& tunables, TierSet tiers);
+    // `profile`: the function's, which outlives this manager (its counters drive the policy).
+    TierManager(std::shared_ptr<const Executable> exe, const profiling::FunctionProfile& profile,
+                const Tunables& tunables, TierSet tiers);
     ~TierManager();  // cancel_compiles()
     // Drops this function's queued compiles and waits for its running ones; no compile of it
     // runs afterwards.
@@ -128,6 +135,7 @@ private:
                        std::chrono::steady_clock::time_point t0, const char* outcome, const char* cache);
 
     std::shared_ptr<const Executable> exe_;
+    const profiling::FunctionProfile& profile_;
     const std::string& name_;  // the function's
     Tunables tunables_;
     TierSet tiers_;

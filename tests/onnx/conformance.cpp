@@ -70,7 +70,7 @@ const TierRun kTiers[] = {
     {"tier2", 2, tier2_options},
 #endif
 };
-constexpr std::size_t kNumTiers = sizeof(kTiers) / sizeof(kTiers[0]);
+constexpr std::size_t kNumRunners = sizeof(kTiers) / sizeof(kTiers[0]);
 
 // ---- what is in scope: the ONNX spellings of the inference ops of DESIGN.md section 1
 // (float and integer), and the ONNX ops that are compositions of them ----
@@ -193,7 +193,7 @@ std::string op_key(const std::vector<std::string>& ops) {
 TestReport run_one(const fs::path& dir, bool verbose) {
     TestReport r;
     r.name = dir.filename().string();
-    r.tiers.assign(kNumTiers, Result{});
+    r.tiers.assign(kNumRunners, Result{});
     auto all = [&](Outcome o, const std::string& why) {
         for (auto& t : r.tiers) {
             t.outcome = o;
@@ -247,7 +247,7 @@ TestReport run_one(const fs::path& dir, bool verbose) {
                 r.in_scope = false;
             return r;
         }
-        for (std::size_t t = 0; t < kNumTiers; ++t) {
+        for (std::size_t t = 0; t < kNumRunners; ++t) {
             Result& res = r.tiers[t];
             if (res.outcome != Outcome::pass) continue;  // an earlier data set failed
             try {
@@ -288,7 +288,7 @@ TestReport run_one(const fs::path& dir, bool verbose) {
 TestReport run_test(const fs::path& dir, bool verbose) {
     TestReport r = run_one(dir, verbose);
     if (verbose)
-        for (std::size_t t = 0; t < kNumTiers; ++t)
+        for (std::size_t t = 0; t < kNumRunners; ++t)
             if (r.tiers[t].outcome == Outcome::unsupported)
                 std::cout << r.name << " [" << kTiers[t].name << "]: unsupported: " << r.tiers[t].reason << "\n";
     return r;
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
     if (reports.size() != total_all) line << " (of " << total_all << ")";
     line << ", " << in_scope << " in scope";
     std::map<std::string, int> reasons;
-    for (std::size_t t = 0; t < kNumTiers; ++t) {
+    for (std::size_t t = 0; t < kNumRunners; ++t) {
         int pass = 0, fail = 0, unsup = 0, pass_scope = 0, reached = 0;
         for (const auto& r : reports) {
             const Result& res = r.tiers[t];
@@ -399,15 +399,15 @@ int main(int argc, char** argv) {
         std::printf("  first reason (interp)\n");
         for (const auto& [op, rs] : by_op) {
             int scope = 0;
-            std::vector<int> pass(kNumTiers, 0);
+            std::vector<int> pass(kNumRunners, 0);
             std::string why;
             for (const auto* r : rs) {
                 scope += r->in_scope;
-                for (std::size_t t = 0; t < kNumTiers; ++t) pass[t] += r->tiers[t].outcome == Outcome::pass;
+                for (std::size_t t = 0; t < kNumRunners; ++t) pass[t] += r->tiers[t].outcome == Outcome::pass;
                 if (why.empty() && r->tiers[0].outcome != Outcome::pass) why = r->tiers[0].reason;
             }
             std::printf("%-40s %5zu %5d", op.c_str(), rs.size(), scope);
-            for (std::size_t t = 0; t < kNumTiers; ++t) std::printf(" %8d", pass[t]);
+            for (std::size_t t = 0; t < kNumRunners; ++t) std::printf(" %8d", pass[t]);
             std::printf("  %s\n", why.substr(0, 90).c_str());
         }
     }
@@ -424,7 +424,7 @@ int main(int argc, char** argv) {
         out << "# Node tests of ONNX's test data that passed, per tier (onnx_conformance --write-expect).\n"
                "# The conformance test fails when one of them stops passing, or stops running compiled code (\"compiled\").\n";
         for (const auto& r : reports)
-            for (std::size_t t = 0; t < kNumTiers; ++t)
+            for (std::size_t t = 0; t < kNumRunners; ++t)
                 if (r.tiers[t].outcome == Outcome::pass)
                     out << r.name << " " << kTiers[t].name << (kTiers[t].level > 0 && r.tiers[t].reached ? " compiled" : "")
                         << "\n";
@@ -445,7 +445,7 @@ int main(int argc, char** argv) {
             ls >> name >> tier >> compiled;
             auto it = by_name.find(name);
             if (it == by_name.end()) continue;  // another shard's, or filtered out
-            for (std::size_t t = 0; t < kNumTiers; ++t) {
+            for (std::size_t t = 0; t < kNumRunners; ++t) {
                 if (tier != kTiers[t].name) continue;
                 const Result& res = it->second->tiers[t];
                 if (res.outcome != Outcome::pass) {
