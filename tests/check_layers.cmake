@@ -11,7 +11,7 @@
 # Includes that name no layer (a file beside the includer, a system header) are not checked.
 set(KILN_LAYERS
   src/support   # assert, logging, hashing
-  src/core      # dtype, tensor storage, allocator, parallel loops
+  src/core      # dtype, tensor storage, allocator, parallel loops, scalar op formulas
   src/ir        # the graph IR
   src/trace     # the tracer: C++ API -> graph IR
   src/onnx      # the ONNX importer: .onnx -> graph IR

@@ -1,15 +1,22 @@
 // Elementwise ops at tier 0 against the double-precision reference (tests/reference.h):
 // arithmetic, comparisons, where, clamp, cast, unary math, with broadcasting, every dtype
-// each op accepts, zero-size and odd shapes, non-contiguous inputs and symbolic dims.
+// each op accepts, zero-size and odd shapes, non-contiguous inputs and symbolic dims; and the
+// scalar formulas every tier shares (src/core/scalar_ops.h) on edge values.
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
 #include "reference.h"
+#include "src/core/scalar_ops.h"
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
+#include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -400,4 +407,227 @@ TEST_CASE("ops.elementwise: symbolic batch dim, one Function called with several
         ref::check_close(out[1], ref::gt(ref::from_kiln(out[0]), ref::full({}, 0)), DType::boolean, {}, "h>0");
     }
     CHECK(f.stats().calls == 7);
+}
+
+// ---- the scalar formulas themselves (src/core/scalar_ops.h) ----
+// Every tier computes with (or, for its inline code, is tested against) these; here they
+// meet the naive double-precision reference (tests/reference.h) directly, in float and in
+// double, on the values where formulas break: signed zeros, subnormals, huge values, the
+// largest finite values, infinities and NaN.
+
+namespace {
+
+namespace scalar = kiln::core::scalar;
+using RUn1 = std::function<RTensor(const RTensor&)>;
+using RBin1 = std::function<RTensor(const RTensor&, const RTensor&)>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double ref1(const RUn1& f, double x) { return f(ref::make({1}, {x})).v[0]; }
+double ref2(const RBin1& f, double x, double y) { return f(ref::make({1}, {x}), ref::make({1}, {y})).v[0]; }
+
+const std::vector<double>& edge_values() {
+    static const std::vector<double> v{
+        0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 5e-324, -5e-324, 1e-300, 1e-7, -1e-7, 0.5, -0.5, 1.5, -2.5, 3.0,
+        -3.0, 20.0, -20.0, 88.5, -88.5, 100.0, -100.0, 710.0, -710.0, 1e30, -1e30, 1e300, -1e300,
+        std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), std::numeric_limits<double>::max(),
+        -std::numeric_limits<double>::max(), kInf, -kInf, kNaN};
+    return v;
+}
+
+// y (computed in C from x) against r (the reference in double on the same x): NaN where r is
+// NaN; otherwise r rounded to C, exactly when that is infinite, else within a relative
+// tolerance (plus a tiny absolute one for results at the bottom of C's range); and for a zero
+// input, the sign of a zero result (the reference models signed zeros only there).
+template <class C> void check_scalar(const std::string& what, double x, C y, double r) {
+    constexpr bool f32 = std::is_same_v<C, float>;
+    const double yd = static_cast<double>(y), rc = static_cast<double>(static_cast<C>(r));
+    INFO(what, "(", (f32 ? "f32 " : "f64 "), x, ") = ", yd, ", reference ", r);
+    if (std::isnan(r)) {
+        CHECK(std::isnan(yd));
+        return;
+    }
+    REQUIRE_FALSE(std::isnan(yd));
+    if (std::isinf(rc)) {
+        CHECK(yd == rc);
+        return;
+    }
+    const double tol = (f32 ? 1e-5 : 1e-12) * std::fabs(rc) + (f32 ? 1e-6 : 1e-300);
+    CHECK(std::fabs(yd - rc) <= tol);
+    if (x == 0 && rc == 0) CHECK(std::signbit(yd) == std::signbit(rc));
+}
+
+template <class C> void check_unary_formulas() {
+    struct Op {
+        const char* name;
+        C (*f)(C);
+        RUn1 r;
+    };
+    const std::vector<Op> ops{
+        {"neg", scalar::neg<C>, [](const RTensor& x) { return ref::neg(x, DType::f64); }},
+        {"abs", scalar::abs<C>, [](const RTensor& x) { return ref::abs(x, DType::f64); }},
+        {"exp", scalar::exp<C>, ref::exp},
+        {"log", scalar::log<C>, ref::log},
+        {"sqrt", scalar::sqrt<C>, ref::sqrt},
+        {"rsqrt", scalar::rsqrt<C>, ref::rsqrt},
+        {"reciprocal", scalar::reciprocal<C>, ref::reciprocal},
+        {"sin", scalar::sin<C>, ref::sin},
+        {"cos", scalar::cos<C>, ref::cos},
+        {"tanh", scalar::tanh<C>, ref::tanh},
+        {"sigmoid", scalar::sigmoid<C>, ref::sigmoid},
+        {"relu", scalar::relu<C>, ref::relu},
+        {"gelu_erf", scalar::gelu_erf<C>, [](const RTensor& x) { return ref::gelu(x, false); }},
+        {"gelu_tanh", scalar::gelu_tanh<C>, [](const RTensor& x) { return ref::gelu(x, true); }},
+        {"silu", scalar::silu<C>, ref::silu},
+        {"erf", scalar::erf<C>, ref::erf},
+        {"floor", scalar::floor<C>, ref::floor},
+        {"ceil", scalar::ceil<C>, ref::ceil},
+        {"round", scalar::round<C>, ref::round},
+        {"sign", scalar::sign<C>, ref::sign},
+    };
+    for (const Op& op : ops)
+        for (double v : edge_values()) {
+            const C x = static_cast<C>(v);
+            const double xd = static_cast<double>(x);
+            if (std::isnan(xd)) {
+                // Every unary op keeps NaN (the reference's relu and sign do not model it).
+                INFO(op.name, "(NaN)");
+                CHECK(std::isnan(static_cast<double>(op.f(x))));
+                continue;
+            }
+            check_scalar<C>(op.name, xd, op.f(x), ref1(op.r, xd));
+        }
+    // Round half to even, and relu/sign of the zeros, exactly.
+    const std::vector<std::pair<double, double>> halves{{-2.5, -2}, {-1.5, -2}, {-0.5, -0.0}, {0.5, 0}, {1.5, 2}, {2.5, 2}};
+    for (const auto& [x, want] : halves) {
+        CHECK(scalar::round(static_cast<C>(x)) == static_cast<C>(want));
+        CHECK(std::signbit(scalar::round(static_cast<C>(x))) == std::signbit(want));
+    }
+    CHECK_FALSE(std::signbit(scalar::relu(C(-0.0))));
+    CHECK_FALSE(std::signbit(scalar::sign(C(-0.0))));
+    CHECK(scalar::sign(C(-1e-40)) == C(-1));
+}
+
+template <class C> void check_binary_formulas() {
+    struct Op {
+        const char* name;
+        C (*f)(C, C);
+        RBin1 r;
+    };
+    const std::vector<Op> ops{
+        {"add", scalar::add<C>, [](const RTensor& a, const RTensor& b) { return ref::add(a, b, DType::f64); }},
+        {"sub", scalar::sub<C>, [](const RTensor& a, const RTensor& b) { return ref::sub(a, b, DType::f64); }},
+        {"mul", scalar::mul<C>, [](const RTensor& a, const RTensor& b) { return ref::mul(a, b, DType::f64); }},
+        {"div", scalar::div<C>, [](const RTensor& a, const RTensor& b) { return ref::div(a, b, DType::f64); }},
+        {"pow", scalar::pow<C>, ref::pow},
+        {"maximum", scalar::maximum<C>, ref::maximum},
+        {"minimum", scalar::minimum<C>, ref::minimum},
+    };
+    const std::vector<double> vals{0.0, -0.0, 1e-40, -1.5, 2.0, 0.5, 1e30, -1e30, std::numeric_limits<double>::max(), kInf, -kInf, kNaN};
+    for (const Op& op : ops)
+        for (double va : vals)
+            for (double vb : vals) {
+                const C a = static_cast<C>(va), b = static_cast<C>(vb);
+                const double ad = static_cast<double>(a), bd = static_cast<double>(b);
+                std::ostringstream name;
+                name << op.name << " [second operand " << bd << "]";
+                const bool minmax = std::string(op.name) == "maximum" || std::string(op.name) == "minimum";
+                if (minmax && (std::isnan(ad) || std::isnan(bd))) {
+                    // NaN propagates (the reference's max/min do not model it).
+                    INFO(name.str(), " ", ad);
+                    CHECK(std::isnan(static_cast<double>(op.f(a, b))));
+                    continue;
+                }
+                check_scalar<C>(name.str(), ad, op.f(a, b), ref2(op.r, ad, bd));
+            }
+    // Equal operands: the first is returned, so the sign of a zero follows the first operand.
+    CHECK(std::signbit(scalar::maximum(C(-0.0), C(0.0))));
+    CHECK_FALSE(std::signbit(scalar::maximum(C(0.0), C(-0.0))));
+    CHECK(std::signbit(scalar::minimum(C(-0.0), C(0.0))));
+    CHECK_FALSE(std::signbit(scalar::minimum(C(0.0), C(-0.0))));
+    // IEEE comparisons: NaN is unordered (only ne holds), -0 == +0.
+    const C n = static_cast<C>(kNaN);
+    CHECK_FALSE((scalar::eq(n, n) || scalar::lt(n, C(1)) || scalar::le(n, n) || scalar::gt(C(1), n) || scalar::ge(n, n)));
+    CHECK(scalar::ne(n, n));
+    CHECK(scalar::eq(C(-0.0), C(0.0)));
+    // clamp keeps NaN.
+    CHECK(std::isnan(static_cast<double>(scalar::clamp(n, C(-1), C(1)))));
+}
+
+// Integers: against the reference (which wraps results computed in double to the width) on
+// i8, u8 and i32 edge values, where doubles hold every operand and result exactly.
+template <class T> void check_int_formulas(DType dt) {
+    using L = std::numeric_limits<T>;
+    const double lo = static_cast<double>(L::min()), hi = static_cast<double>(L::max());
+    const std::vector<double> vals{lo, lo + 1, -1, 0, 1, 2, 7, hi - 1, hi};
+    const std::vector<std::pair<const char*, std::pair<T (*)(T), RUn1>>> un{
+        {"neg", {scalar::neg<T>, [dt](const RTensor& x) { return ref::neg(x, dt); }}},
+        {"abs", {scalar::abs<T>, [dt](const RTensor& x) { return ref::abs(x, dt); }}},
+        {"relu", {scalar::relu<T>, ref::relu}},
+        {"sign", {scalar::sign<T>, ref::sign}},
+    };
+    const std::vector<std::pair<const char*, std::pair<T (*)(T, T), RBin1>>> bin{
+        {"add", {scalar::add<T>, [dt](const RTensor& a, const RTensor& b) { return ref::add(a, b, dt); }}},
+        {"sub", {scalar::sub<T>, [dt](const RTensor& a, const RTensor& b) { return ref::sub(a, b, dt); }}},
+        {"mul", {scalar::mul<T>, [dt](const RTensor& a, const RTensor& b) { return ref::mul(a, b, dt); }}},
+        {"div", {scalar::div<T>, [dt](const RTensor& a, const RTensor& b) { return ref::div(a, b, dt); }}},
+        {"maximum", {scalar::maximum<T>, ref::maximum}},
+        {"minimum", {scalar::minimum<T>, ref::minimum}},
+    };
+    for (double v : vals) {
+        if (v < lo || v > hi) continue;
+        for (const auto& [name, fns] : un) {
+            INFO(name, "(", v, ") on ", ref::dname(dt));
+            CHECK(static_cast<double>(fns.first(static_cast<T>(v))) == ref::wrap_to(dt, ref1(fns.second, v)));
+        }
+        for (double w : vals) {
+            if (w < lo || w > hi) continue;
+            for (const auto& [name, fns] : bin) {
+                if (std::string(name) == "mul" && std::fabs(v * w) > 9e15) continue;  // not exact in double
+                INFO(name, "(", v, ", ", w, ") on ", ref::dname(dt));
+                CHECK(static_cast<double>(fns.first(static_cast<T>(v), static_cast<T>(w))) ==
+                      ref::wrap_to(dt, ref2(fns.second, v, w)));
+            }
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("ops.elementwise: the scalar formulas against the double reference on edge values") {
+    SUBCASE("f32 unary") { check_unary_formulas<float>(); }
+    SUBCASE("f64 unary") { check_unary_formulas<double>(); }
+    SUBCASE("f32 binary") { check_binary_formulas<float>(); }
+    SUBCASE("f64 binary") { check_binary_formulas<double>(); }
+    SUBCASE("integers") {
+        check_int_formulas<std::int8_t>(DType::i8);
+        check_int_formulas<std::uint8_t>(DType::u8);
+        check_int_formulas<std::int32_t>(DType::i32);
+        // i64, where doubles are not exact: the wrap-around cases by hand.
+        using I = std::int64_t;
+        constexpr I mn = std::numeric_limits<I>::min(), mx = std::numeric_limits<I>::max();
+        CHECK(scalar::neg(mn) == mn);
+        CHECK(scalar::abs(mn) == mn);
+        CHECK(scalar::add(mx, I(1)) == mn);
+        CHECK(scalar::sub(mn, I(1)) == mx);
+        CHECK(scalar::mul(mx, I(2)) == I(-2));
+        CHECK(scalar::div(mn, I(-1)) == mn);
+        CHECK(scalar::div(I(7), I(0)) == 0);
+        CHECK(scalar::div(I(-7), I(2)) == -3);  // truncation toward zero
+        CHECK(scalar::sign(mn) == -1);
+        CHECK(scalar::relu(mn) == 0);
+    }
+    SUBCASE("clamp bounds saturate to the dtype first") {
+        for (double v : {300.0, -300.0, 2.7, -2.7, 1e20, -1e20, kNaN}) {
+            INFO("bound ", v);
+            CHECK(static_cast<double>(scalar::clamp_bound<std::int8_t>(v)) == ref::cast_value(v, DType::f64, DType::i8));
+            CHECK(static_cast<double>(scalar::clamp_bound<std::uint8_t>(v)) == ref::cast_value(v, DType::f64, DType::u8));
+            CHECK(static_cast<double>(scalar::clamp_bound<std::int32_t>(v)) == ref::cast_value(v, DType::f64, DType::i32));
+        }
+        CHECK(std::isinf(scalar::clamp_bound<kiln::Half>(1e6)));  // beyond f16's range
+        CHECK(scalar::clamp_bound<float>(0.1) == 0.1f);
+        CHECK(scalar::clamp(std::int8_t(-100), scalar::clamp_bound<std::int8_t>(-300.0), scalar::clamp_bound<std::int8_t>(5.0)) ==
+              std::int8_t(-100));
+    }
 }

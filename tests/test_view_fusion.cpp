@@ -1,6 +1,6 @@
 // Views: shape ops (permute, reshape, squeeze, unsqueeze, broadcast_to, slice) that join an
 // elementwise group and are read through index arithmetic instead of being materialised
-// (src/passes/fuse.h, src/kir/lower.cpp). On random shapes (a seeded generator; the seed is
+// (src/passes/fuse.h, src/kir/lower_view.cpp). On random shapes (a seeded generator; the seed is
 // printed), static and symbolic dims, f32 and i32, every view op and chains of two:
 // - the partition has one group and no opaque group left for the views;
 // - the lowered kernel (kir::evaluate) matches the interpreter group by group;

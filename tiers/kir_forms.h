@@ -3,21 +3,7 @@
 // both so that they agree on what is compiled as what.
 #include "src/kir/kir.h"
 
-#include <cstddef>
-
 namespace kiln::tiers {
-
-// Whether a and b are the same expression (structurally).
-inline bool same_kir_expr(const kir::Expr& a, const kir::Expr& b) {
-    if (&a == &b) return true;
-    if (a.kind != b.kind || a.type != b.type || a.id != b.id || a.i != b.i || a.uop != b.uop || a.bop != b.bop ||
-        a.args.size() != b.args.size())
-        return false;
-    if (a.kind == kir::ExprKind::Const && !(a.f == b.f)) return false;
-    for (std::size_t i = 0; i < a.args.size(); ++i)
-        if (!same_kir_expr(*a.args[i], *b.args[i])) return false;
-    return true;
-}
 
 // `t = select(x > t, x, t)` (a max) or `t = select(x < t, x, t)` (a min) on a float temp
 // t: an extreme that skips a NaN x (its comparison is false) and keeps a NaN t. Softmax rows
@@ -30,7 +16,7 @@ inline kir::ExprRef nan_skipping_extreme(int t, const kir::Expr& value, bool& ma
     const kir::Expr& c = *value.args[0];
     if (c.kind != ExprKind::Binary || (c.bop != kir::BinaryOp::gt && c.bop != kir::BinaryOp::lt)) return nullptr;
     auto is_t = [t](const kir::Expr& e) { return e.kind == ExprKind::Temp && e.id == t; };
-    if (!is_t(*c.args[1]) || !is_t(*value.args[2]) || !same_kir_expr(*c.args[0], *value.args[1])) return nullptr;
+    if (!is_t(*c.args[1]) || !is_t(*value.args[2]) || !kir::same_expr(*c.args[0], *value.args[1])) return nullptr;
     max = c.bop == kir::BinaryOp::gt;
     return value.args[1];
 }

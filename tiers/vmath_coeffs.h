@@ -1,7 +1,8 @@
 #pragma once
 // The f32 polynomial coefficients that both CPU tiers inline for exp, log, tanh, erf, sin and
 // cos (fitted, or from Cephes), so tier 1 and tier 2 compute the same approximations. The
-// reductions around them are described where each tier emits them (tiers/llvm/codegen.cpp).
+// reductions around them are described where each tier emits them (tiers/llvm/vmath.cpp,
+// tiers/asmjit/vmath.cpp).
 namespace kiln::tiers::vmath {
 
 // exp: exp(r) = 1 + r * P(r) on |r| <= ln2/2, P of degree 5 fitted for minimax relative error

@@ -1,13 +1,13 @@
 // The KIR evaluator (see eval.h). Every scalar is held as a Val: floating types in `f`
 // (already rounded to the type), everything else in `i` (already wrapped to the type);
-// each operation converts to the C++ type of its KIR type, computes there exactly like
-// the interpreter's kernels, and converts back.
+// each operation converts to the C++ type of its KIR type, computes there with the
+// interpreter's formulas (src/core/scalar_ops.h), and converts back.
 #include "src/kir/eval.h"
 
 #include "src/core/element.h"
+#include "src/core/scalar_ops.h"
 #include "src/support/check.h"
 
-#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -15,7 +15,6 @@ namespace kiln::kir {
 namespace {
 
 using I64 = std::int64_t;
-using U64 = std::uint64_t;
 
 struct Val {
     double f = 0.0;
@@ -49,37 +48,30 @@ template <class C> Val put(C c) {
     return v;
 }
 
-template <class C> C sigmoid_of(C v) {
-    if (v >= C(0)) return C(1) / (C(1) + std::exp(-v));
-    C e = std::exp(v);
-    return e / (C(1) + e);
-}
+namespace scalar = core::scalar;
 
 template <class C> C float_unary(UnaryOp op, C v) {
     switch (op) {
-    case UnaryOp::neg: return -v;
-    case UnaryOp::abs: return std::fabs(v);
-    case UnaryOp::exp: return std::exp(v);
-    case UnaryOp::log: return std::log(v);
-    case UnaryOp::sqrt: return std::sqrt(v);
-    case UnaryOp::rsqrt: return C(1) / std::sqrt(v);
-    case UnaryOp::reciprocal: return C(1) / v;
-    case UnaryOp::sin: return std::sin(v);
-    case UnaryOp::cos: return std::cos(v);
-    case UnaryOp::tanh: return std::tanh(v);
-    case UnaryOp::sigmoid: return sigmoid_of(v);
-    case UnaryOp::relu: return v > C(0) ? v : (std::isnan(v) ? v : C(0));
-    case UnaryOp::gelu_erf: return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
-    case UnaryOp::gelu_tanh: {
-        const C k = C(0.79788456080286535588);
-        return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
-    }
-    case UnaryOp::silu: return v * sigmoid_of(v);
-    case UnaryOp::erf: return std::erf(v);
-    case UnaryOp::floor: return std::floor(v);
-    case UnaryOp::ceil: return std::ceil(v);
-    case UnaryOp::round: return std::nearbyint(v);
-    case UnaryOp::sign: return v > C(0) ? C(1) : v < C(0) ? C(-1) : std::isnan(v) ? v : C(0);
+    case UnaryOp::neg: return scalar::neg(v);
+    case UnaryOp::abs: return scalar::abs(v);
+    case UnaryOp::exp: return scalar::exp(v);
+    case UnaryOp::log: return scalar::log(v);
+    case UnaryOp::sqrt: return scalar::sqrt(v);
+    case UnaryOp::rsqrt: return scalar::rsqrt(v);
+    case UnaryOp::reciprocal: return scalar::reciprocal(v);
+    case UnaryOp::sin: return scalar::sin(v);
+    case UnaryOp::cos: return scalar::cos(v);
+    case UnaryOp::tanh: return scalar::tanh(v);
+    case UnaryOp::sigmoid: return scalar::sigmoid(v);
+    case UnaryOp::relu: return scalar::relu(v);
+    case UnaryOp::gelu_erf: return scalar::gelu_erf(v);
+    case UnaryOp::gelu_tanh: return scalar::gelu_tanh(v);
+    case UnaryOp::silu: return scalar::silu(v);
+    case UnaryOp::erf: return scalar::erf(v);
+    case UnaryOp::floor: return scalar::floor(v);
+    case UnaryOp::ceil: return scalar::ceil(v);
+    case UnaryOp::round: return scalar::round(v);
+    case UnaryOp::sign: return scalar::sign(v);
     case UnaryOp::logical_not: break;
     }
     KILN_UNREACHABLE("kir::evaluate: " << op_name(op) << " on a floating value");
@@ -87,16 +79,10 @@ template <class C> C float_unary(UnaryOp op, C v) {
 
 template <class C> C int_unary(UnaryOp op, C v) {
     switch (op) {
-    case UnaryOp::neg: return static_cast<C>(U64(0) - static_cast<U64>(v));
-    case UnaryOp::abs:
-        if constexpr (std::is_signed_v<C>) return v < 0 ? static_cast<C>(U64(0) - static_cast<U64>(v)) : v;
-        else return v;
-    case UnaryOp::relu:
-        if constexpr (std::is_signed_v<C>) return v > 0 ? v : C(0);
-        else return v;
-    case UnaryOp::sign:
-        if constexpr (std::is_signed_v<C>) return static_cast<C>((v > 0) - (v < 0));
-        else return static_cast<C>(v != 0);
+    case UnaryOp::neg: return scalar::neg(v);
+    case UnaryOp::abs: return scalar::abs(v);
+    case UnaryOp::relu: return scalar::relu(v);
+    case UnaryOp::sign: return scalar::sign(v);
     default: break;
     }
     KILN_UNREACHABLE("kir::evaluate: " << op_name(op) << " on an integer value");
@@ -104,12 +90,12 @@ template <class C> C int_unary(UnaryOp op, C v) {
 
 template <class C> Val compare(BinaryOp op, C x, C y) {
     switch (op) {
-    case BinaryOp::eq: return put<bool>(x == y);
-    case BinaryOp::ne: return put<bool>(x != y);
-    case BinaryOp::lt: return put<bool>(x < y);
-    case BinaryOp::le: return put<bool>(x <= y);
-    case BinaryOp::gt: return put<bool>(x > y);
-    case BinaryOp::ge: return put<bool>(x >= y);
+    case BinaryOp::eq: return put<bool>(scalar::eq(x, y));
+    case BinaryOp::ne: return put<bool>(scalar::ne(x, y));
+    case BinaryOp::lt: return put<bool>(scalar::lt(x, y));
+    case BinaryOp::le: return put<bool>(scalar::le(x, y));
+    case BinaryOp::gt: return put<bool>(scalar::gt(x, y));
+    case BinaryOp::ge: return put<bool>(scalar::ge(x, y));
     default: break;
     }
     KILN_UNREACHABLE("kir::evaluate: " << op_name(op) << " is not a comparison");
@@ -122,27 +108,23 @@ template <class C> Val arith(BinaryOp op, C x, C y) {
         return compare(op, x, y);
     } else if constexpr (std::is_floating_point_v<C>) {
         switch (op) {
-        case BinaryOp::add: return put<C>(x + y);
-        case BinaryOp::sub: return put<C>(x - y);
-        case BinaryOp::mul: return put<C>(x * y);
-        case BinaryOp::div: return put<C>(x / y);
-        case BinaryOp::pow: return put<C>(std::pow(x, y));
-        case BinaryOp::max: return put<C>(std::isnan(x) ? x : std::isnan(y) ? y : (y > x ? y : x));
-        case BinaryOp::min: return put<C>(std::isnan(x) ? x : std::isnan(y) ? y : (y < x ? y : x));
+        case BinaryOp::add: return put<C>(scalar::add(x, y));
+        case BinaryOp::sub: return put<C>(scalar::sub(x, y));
+        case BinaryOp::mul: return put<C>(scalar::mul(x, y));
+        case BinaryOp::div: return put<C>(scalar::div(x, y));
+        case BinaryOp::pow: return put<C>(scalar::pow(x, y));
+        case BinaryOp::max: return put<C>(scalar::maximum(x, y));
+        case BinaryOp::min: return put<C>(scalar::minimum(x, y));
         default: return compare(op, x, y);
         }
     } else {
         switch (op) {
-        case BinaryOp::add: return put<C>(static_cast<C>(static_cast<U64>(x) + static_cast<U64>(y)));
-        case BinaryOp::sub: return put<C>(static_cast<C>(static_cast<U64>(x) - static_cast<U64>(y)));
-        case BinaryOp::mul: return put<C>(static_cast<C>(static_cast<U64>(x) * static_cast<U64>(y)));
-        case BinaryOp::div:
-            if (y == 0) return put<C>(C(0));
-            if constexpr (std::is_signed_v<C>)
-                if (y == C(-1)) return put<C>(static_cast<C>(U64(0) - static_cast<U64>(x)));
-            return put<C>(static_cast<C>(x / y));
-        case BinaryOp::max: return put<C>(y > x ? y : x);
-        case BinaryOp::min: return put<C>(y < x ? y : x);
+        case BinaryOp::add: return put<C>(scalar::add(x, y));
+        case BinaryOp::sub: return put<C>(scalar::sub(x, y));
+        case BinaryOp::mul: return put<C>(scalar::mul(x, y));
+        case BinaryOp::div: return put<C>(scalar::div(x, y));
+        case BinaryOp::max: return put<C>(scalar::maximum(x, y));
+        case BinaryOp::min: return put<C>(scalar::minimum(x, y));
         case BinaryOp::pow:
         case BinaryOp::logical_and:
         case BinaryOp::logical_or: KILN_UNREACHABLE("kir::evaluate: " << op_name(op) << " on integers");
@@ -230,7 +212,7 @@ private:
                 using C = decltype(tag);
                 if constexpr (std::is_same_v<C, bool>) {
                     KILN_CHECK(e.uop == UnaryOp::logical_not, "kir::evaluate: " << op_name(e.uop) << " on bool");
-                    return put<bool>(!get<bool>(a));
+                    return put<bool>(scalar::logical_not(get<bool>(a)));
                 } else if constexpr (std::is_floating_point_v<C>) {
                     return put<C>(float_unary(e.uop, get<C>(a)));
                 } else {

@@ -46,6 +46,21 @@ Type compute_type(DType d) {
 }
 bool is_float(Type t) { return t == Type::f32 || t == Type::f64; }
 
+bool same_expr(const Expr& a, const Expr& b) {
+    if (&a == &b) return true;
+    if (a.kind != b.kind || a.type != b.type || a.i != b.i || a.id != b.id || a.uop != b.uop || a.bop != b.bop ||
+        a.args.size() != b.args.size())
+        return false;
+    if (a.kind == ExprKind::Const && !(a.f == b.f)) return false;
+    for (std::size_t i = 0; i < a.args.size(); ++i)
+        if (!same_expr(a.args[i], b.args[i])) return false;
+    return true;
+}
+bool same_expr(const ExprRef& a, const ExprRef& b) {
+    if (a == b) return true;
+    return a && b && same_expr(*a, *b);
+}
+
 ExprRef constant(Type t, double value) {
     auto e = make(ExprKind::Const, t);
     if (is_float(t)) e->f = value;

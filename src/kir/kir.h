@@ -1,6 +1,7 @@
 #pragma once
 // Kernel IR (KIR): the loop-level IR of one fused group, and the single input of every code
-// generator (LLVM ORC now; asmjit and CUDA-C/HIP later). It holds no backend types.
+// generator (tier 1's asmjit generator, tier 2's LLVM ORC generator) and of the KIR
+// evaluator (eval.h). It holds no backend types.
 //
 // A kernel is a function
 //     void kernel(void* const* buffers, const int64_t* params, int64_t begin, int64_t end)
@@ -12,7 +13,8 @@
 // specialisation may bind to constants (see Specialization).
 //
 // Semantics of every op are those of the interpreter (tiers/interp), which is the
-// specification: e.g. max/min propagate NaN, integer division by zero gives 0.
+// specification; the scalar formula of each op is in src/core/scalar_ops.h (e.g. max/min
+// propagate NaN, integer division by zero gives 0) and casts are core::convert.
 #include <kiln/dtype.h>
 
 #include <cstdint>
@@ -89,6 +91,12 @@ ExprRef unary(UnaryOp op, ExprRef a);
 ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
 ExprRef cast(Type t, ExprRef a);
+
+// Structural equality: the same kind, type, constant value, id, op and operands (compared
+// recursively), whether or not they are the same objects. The lowering folds index
+// arithmetic with it; the CPU tiers match KIR forms with it (tiers/kir_forms.h).
+bool same_expr(const Expr& a, const Expr& b);
+bool same_expr(const ExprRef& a, const ExprRef& b);  // a null expression equals only null
 
 enum class StmtKind : std::uint8_t {
     Loop,    // for (var = begin; var < end; ++var) body

@@ -2,7 +2,7 @@
 // Lowering of a fusion group (passes::Group) into one KIR kernel.
 //
 // Requires: `group` comes from passes::partition(g) (so its invariants hold, see fuse.h).
-// Ensures: for elementwise, row_reduction and matmul groups, a kernel that kir::verify accepts and
+// Ensures: for elementwise, row_reduction, matmul and conv groups, a kernel that kir::verify accepts and
 // that, run over [0, eval_index(extent, params)), writes every group output exactly as the
 // interpreter would compute it (within dtype tolerance: fused f16/bf16 intermediates stay
 // in f32 instead of being rounded to 16 bits between ops), for every run-time shape the
@@ -32,12 +32,17 @@
 //   Statistics follow the interpreter's formulas: softmax, log_softmax, layer_norm and
 //   rms_norm of f32 rows (f16/bf16 too) in f32, of f64 rows in f64; floating sum/mean in
 //   f64; integer sums wrap in i64; max/min in the compute type.
-// - matmul: f32/f64 (2-D, batched with broadcast batch dims, 1-D operands) and its fused
-//   epilogue chain, as the loop nest documented with kir::MatmulHint (kir.h): the outer
-//   index is a block of rows of one batch entry, loops over columns and k accumulate in a
-//   temporary of the operands' type (f32 accumulates in f32, like the interpreter), the
-//   epilogue computes the chain and stores; the hint describes it for blocked backends.
-//   f16/bf16 and integer matmuls are not lowered;
+// - matmul: floating dtypes (2-D, batched with broadcast batch dims, 1-D operands) and its
+//   fused epilogue chain, as the loop nest documented with kir::MatmulHint (kir.h): the
+//   outer index is a block of rows of one batch entry, loops over columns and k accumulate
+//   in a temporary of the operands' compute type (f32 and f16/bf16 accumulate in f32, like
+//   the interpreter; f64 in f64), the epilogue computes the chain and stores; the hint
+//   describes it for blocked backends. Integer matmuls are not lowered;
+// - conv: conv2d of floating dtypes (NCHW input, OIHW weight, optional bias, grouped,
+//   strided, dilated, zero padded) and its fused epilogue chain, as an implicit GEMM: the
+//   matmul loop nest with the weight as A and the input's im2col matrix (kir::Im2col, never
+//   built) as B; an outer index is a block of output channels and of output pixels of one
+//   (sample, group) pair;
 // Not checked by the kernel (the caller guards, as the interpreter raises errors there):
 // gamma/beta sizes equal to the normalised dim; max/min over a zero-length row (the kernel
 // then writes -inf/+inf or the integer type's limit where the interpreter throws).

@@ -1,7 +1,10 @@
 #pragma once
-// Private to the lowering (lower.cpp, lower_row.cpp): the state of one group's lowering,
-// index arithmetic with constant folding, and the translation of graph nodes into KIR
-// expressions.
+// Private to the lowering (src/kir/lower*.cpp): the state of one group's lowering (Lowering),
+// index arithmetic with constant folding, iteration spaces and the translation of graph
+// nodes into KIR expressions. Its parts are defined in lower.cpp (set-up), lower_index.cpp
+// (index arithmetic, dims, spaces, offsets), lower_view.cpp (views), lower_elementwise.cpp
+// (node expressions, values, stores, the elementwise form); lower_row.cpp, lower_matmul.cpp
+// and lower_conv.cpp lower the other group kinds with it.
 #include "src/ir/ir.h"
 #include "src/kir/kir.h"
 #include "src/passes/fuse.h"
@@ -24,6 +27,10 @@ ExprRef imul(const ExprRef& a, const ExprRef& b);
 ExprRef idiv(const ExprRef& a, const ExprRef& b);
 ExprRef irem(const ExprRef& a, const ExprRef& b);  // a - (a / b) * b
 ExprRef imin(const ExprRef& a, const ExprRef& b);
+ExprRef isub(const ExprRef& a, const ExprRef& b);
+// a + b, folding a + (p - a) to p: re-linearising indices that were split from one linear
+// index, (i / n) * n + (i - (i / n) * n), gives i back instead of a div and a mul.
+ExprRef iadd_fold(const ExprRef& a, const ExprRef& b);
 ExprRef ceil_div(const ExprRef& a, std::int64_t b);  // (a + b - 1) / b, for a >= 0 and b > 0
 bool const_value(const ExprRef& e, std::int64_t* v);
 // An integer constant of an integer or boolean type, exact for every int64 value.
@@ -107,9 +114,9 @@ private:
     ExprRef node_expr(const ir::Node& nd, const std::vector<ExprRef>& a);
 };
 
-void lower_elementwise(Lowering& L);
-void lower_row(Lowering& L);
-void lower_matmul(Lowering& L);  // lower_matmul.cpp
-void lower_conv(Lowering& L);    // lower_conv.cpp
+void lower_elementwise(Lowering& L);  // lower_elementwise.cpp
+void lower_row(Lowering& L);          // lower_row.cpp
+void lower_matmul(Lowering& L);       // lower_matmul.cpp
+void lower_conv(Lowering& L);         // lower_conv.cpp
 
 }  // namespace kiln::kir::detail

@@ -1,13 +1,14 @@
-// Fusion partitioning (see fuse.h). Three steps:
+// Fusion partitioning (see fuse.h). After marking the nodes the graph's outputs need
+// (find_needed), four steps (Partitioner::run):
 // 1. each row op reserves the elementwise producers of its first operand that have that
 //    operand's shape and feed only the row op (decided from the last producer backwards);
 // 2. one pass in topological order places every needed node: a row op, with its reserved
 //    producers, continues the chain of a row group whose result they read over the same
-//    rows (chain_target), else opens a group; matmul, conv and other ops open a group of their own; an
-//    elementwise node extends a matmul or conv group's epilogue chain when it reads the chain's
-//    tail and nothing else does, else joins the group of a row op whose result (or fused
-//    consumer) it reads, else merges with the elementwise groups of its operands, else
-//    opens one.
+//    rows (chain_target), else opens a group; matmul, conv and other ops open a group of
+//    their own; an elementwise node extends a matmul or conv group's epilogue chain when it
+//    reads the chain's tail and nothing else does, else joins the group of a row op whose
+//    result (or fused consumer) it reads, else merges with the elementwise groups of its
+//    operands, else opens one.
 //    Every join is checked for shape consistency and for cycles in the group graph;
 // 3. views: a shape op whose consumers all lie in one elementwise or row_reduction group,
 //    that is not a graph output and whose operand that group does not compute, moves into

@@ -327,7 +327,7 @@ private:
             if (!c || (*c != 0 && *c != 1)) throw NotVector{"a load that is neither unit-stride nor invariant"};
             // A buffer the loop stores: read only where this iteration writes (in place).
             if (stored_[static_cast<std::size_t>(e.id)] &&
-                (*c != 1 || !same_kir_expr(*e.args[0], *store_index_[static_cast<std::size_t>(e.id)])))
+                (*c != 1 || !kir::same_expr(*e.args[0], *store_index_[static_cast<std::size_t>(e.id)])))
                 throw NotVector{"a load of a buffer stored in the loop at another index"};
             if (*c == 0) return false;
             if (k_.buffers[static_cast<std::size_t>(e.id)].dtype != DType::f32) throw NotVector{"a load that is not f32"};

@@ -1,14 +1,16 @@
 #pragma once
 // Tier 1 on the CPU: KIR -> x86-64 machine code with asmjit's x86::Compiler, in
-// microseconds. No asmjit type appears here; asmjit lives only in this directory's .cpp files.
+// microseconds. No asmjit type appears here; asmjit lives only in this directory's .cpp files
+// and the private headers they share (gen_p.h, lanes_p.h).
 //
 // The code is generic: every param is read from the params array at run time (a
 // Specialization is accepted and ignored), so one kernel serves every shape. What is
-// generated (tiers/asmjit/analyze.h decides, codegen.cpp emits):
+// generated (tiers/asmjit/analyze.h decides, the generator of gen_p.h emits):
 // - every statement and expression of the kernel, with the interpreter's semantics, as
 //   scalar code: f32, f64, i8, u8, i32, i64, bool, index; f16/bf16 buffers load and store
-//   through bit-exact conversions; f64 transcendental functions call libm like the
-//   interpreter; f32 ones are inline polynomial sequences (tiers/asmjit/vmath.h);
+//   through bit-exact conversions; f64 transcendental functions call the interpreter's
+//   formulas (tiers/asmjit/callouts.h); f32 ones are inline polynomial sequences
+//   (tiers/asmjit/vmath.h);
 // - an innermost loop (or the outer loop of a kernel whose body has no loop) whose body is
 //   straight-line f32 arithmetic over unit-stride and loop-invariant loads, unit-stride
 //   stores, per-iteration temps and add/max/min accumulators runs 16 lanes at a time on

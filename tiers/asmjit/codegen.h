@@ -1,6 +1,7 @@
 #pragma once
 // Internal to tiers/asmjit: KIR -> x86-64 machine code with asmjit's x86::Compiler, and the
-// process-wide runtime that holds the code (codegen.cpp). No asmjit type appears here.
+// process-wide runtime that holds the code (codegen.cpp; the generator itself is the class
+// of gen_p.h). No asmjit type appears here.
 //
 // Requires: a kernel that analyze() accepted, and its Analysis.
 // Ensures: generate() returns callable code with the KernelFn signature that runs the body

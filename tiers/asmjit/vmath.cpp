@@ -1,5 +1,5 @@
 // f32 transcendental functions as lane-wise sequences (see vmath.h). The reductions and
-// polynomial coefficients are the ones tier 2 inlines (tiers/llvm/codegen.cpp explains where
+// polynomial coefficients are the ones tier 2 inlines (tiers/llvm/vmath.cpp explains where
 // they come from and how accurate they are), so both tiers compute the same approximations.
 #include "tiers/asmjit/vmath.h"
 #include "tiers/vmath_coeffs.h"

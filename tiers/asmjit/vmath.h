@@ -5,7 +5,7 @@
 // ymm or zmm for vector loops). The same sequence therefore gives the same value in a
 // vector loop, in its masked tail and in scalar code.
 //
-// Accuracy (the formulas and coefficients are those of the LLVM tier, tiers/llvm/codegen.cpp,
+// Accuracy (the formulas and coefficients are those of the LLVM tier, tiers/llvm/vmath.cpp,
 // so that tier 1 and tier 2 agree): exp within ~1 ulp, log ~1 ulp, tanh ~1.5 ulp, erf
 // ~2.5 ulp of the interpreter's libm results; NaN in gives NaN out, infinities and
 // subnormals follow the interpreter. sin/cos are not here (the tier calls libm for them).

@@ -1,5 +1,6 @@
 #pragma once
-// Internal to tiers/llvm: the KIR -> LLVM IR generator (codegen.cpp).
+// Internal to tiers/llvm: the KIR -> LLVM IR generator (codegen.cpp, with the op emission of
+// ops.h: ops.cpp and vmath.cpp).
 //
 // Requires: a KIR kernel (kir.h); ill-formed or unsupported input is reported, not assumed.
 // Ensures: `module` gains one function `fn_name` with the KernelFn signature
@@ -64,7 +65,8 @@ protected:
 };
 
 // bf16 bits (an i16, or a vector of i16) widened to f32 (or a vector of f32): they are the
-// top half of the f32, so the widening is exact. Shared by codegen.cpp and gemm.cpp.
+// top half of the f32, so the widening is exact. Defined in ops.cpp beside the other f16/bf16
+// conversions; used by codegen.cpp and gemm.cpp.
 llvm::Value* bf16_to_float(llvm::IRBuilderBase& b, llvm::Value* raw);
 
 // gemm.cpp: does the blocked GEMM handle this kernel (it has a MatmulHint and the blocked

@@ -1,0 +1,155 @@
+// The elementwise part of the lowering (lower_ctx.h): each elementwise graph op as a KIR
+// expression (node_expr), the value of a node at a point of an iteration space (value:
+// loads of group inputs, views, temps for values used more than once), the stores of group
+// outputs, and the elementwise form of a group (lower_elementwise; see lower.h).
+#include "src/core/scalar_ops.h"
+#include "src/kir/lower_ctx.h"
+#include "src/support/check.h"
+
+#include <algorithm>
+
+namespace kiln::kir::detail {
+
+using ir::ValueId;
+
+namespace {
+
+// lo/hi of clamp as the interpreter uses them (core::scalar::clamp_bound): converted to the
+// dtype (saturating), then to its compute type.
+ExprRef clamp_bound(DType dt, double v) {
+    const Type ct = compute_type(dt);
+    return core::dispatch(dt, [&](auto tag) -> ExprRef {
+        using T = decltype(tag);
+        const auto c = core::scalar::clamp_bound<T>(v);
+        if constexpr (std::is_floating_point_v<decltype(c)>)
+            return constant(ct, static_cast<double>(c));
+        else
+            return int_const(ct, static_cast<std::int64_t>(c));
+    });
+}
+
+}  // namespace
+
+ExprRef Lowering::node_expr(const ir::Node& nd, const std::vector<ExprRef>& a) {
+    using ir::Op;
+    auto un = [&](UnaryOp op) { return unary(op, a[0]); };
+    auto bin = [&](BinaryOp op) { return binary(op, a[0], a[1]); };
+    switch (nd.op) {
+    case Op::neg: return un(UnaryOp::neg);
+    case Op::abs: return un(UnaryOp::abs);
+    case Op::exp: return un(UnaryOp::exp);
+    case Op::log: return un(UnaryOp::log);
+    case Op::sqrt: return un(UnaryOp::sqrt);
+    case Op::rsqrt: return un(UnaryOp::rsqrt);
+    case Op::reciprocal: return un(UnaryOp::reciprocal);
+    case Op::sin: return un(UnaryOp::sin);
+    case Op::cos: return un(UnaryOp::cos);
+    case Op::tanh: return un(UnaryOp::tanh);
+    case Op::sigmoid: return un(UnaryOp::sigmoid);
+    case Op::relu: return un(UnaryOp::relu);
+    case Op::gelu: return un(nd.attrs.i("approx") == 0 ? UnaryOp::gelu_erf : UnaryOp::gelu_tanh);
+    case Op::silu: return un(UnaryOp::silu);
+    case Op::erf: return un(UnaryOp::erf);
+    case Op::floor: return un(UnaryOp::floor);
+    case Op::ceil: return un(UnaryOp::ceil);
+    case Op::round: return un(UnaryOp::round);
+    case Op::sign: return un(UnaryOp::sign);
+    case Op::logical_not: return un(UnaryOp::logical_not);
+    case Op::cast: return cast(compute_type(nd.attrs.dtype("dtype")), a[0]);
+    case Op::clamp: {
+        // x < lo ? lo : (x > hi ? hi : x): NaN stays NaN.
+        ExprRef lo = clamp_bound(nd.type.dtype, nd.attrs.f("lo")), hi = clamp_bound(nd.type.dtype, nd.attrs.f("hi"));
+        return select(binary(BinaryOp::lt, a[0], lo), lo, select(binary(BinaryOp::gt, a[0], hi), hi, a[0]));
+    }
+    case Op::add: return bin(BinaryOp::add);
+    case Op::sub: return bin(BinaryOp::sub);
+    case Op::mul: return bin(BinaryOp::mul);
+    case Op::div: return bin(BinaryOp::div);
+    case Op::pow: return bin(BinaryOp::pow);
+    case Op::maximum: return bin(BinaryOp::max);
+    case Op::minimum: return bin(BinaryOp::min);
+    case Op::eq: return bin(BinaryOp::eq);
+    case Op::ne: return bin(BinaryOp::ne);
+    case Op::lt: return bin(BinaryOp::lt);
+    case Op::le: return bin(BinaryOp::le);
+    case Op::gt: return bin(BinaryOp::gt);
+    case Op::ge: return bin(BinaryOp::ge);
+    case Op::where: return select(a[0], a[1], a[2]);
+    default: break;
+    }
+    throw Unsupported{std::string(ir::op_name(nd.op)) + " is not an elementwise op"};
+}
+
+ExprRef Lowering::value(ValueId v, Phase& ph) {
+    if (auto it = ph.memo.find(v); it != ph.memo.end()) return it->second;
+    ExprRef e;
+    if (auto sp = special.find(v); sp != special.end()) {
+        e = sp->second(ph);
+    } else if (!in_group(v)) {
+        auto it = input_buf_.find(v);
+        KILN_CHECK(it != input_buf_.end(), "kir::lower: %" << v << " is neither in group " << group.name << " nor an input");
+        e = load(it->second, compute_type(node(v).type.dtype), offset(v, *ph.space));
+    } else if (is_view(v)) {
+        e = view_value(v, *ph.space);
+    } else {
+        std::vector<ExprRef> args;
+        for (ValueId in : node(v).inputs) args.push_back(value(in, ph));
+        e = node_expr(node(v), args);
+        if (uses_[v] > 1 && e->kind != ExprKind::Const) {
+            const int t = new_temp(e->type);
+            ph.out->push_back(assign(t, e));
+            e = temp(t, e->type);
+        }
+    }
+    ph.memo[v] = e;
+    return e;
+}
+
+void Lowering::store_outputs(const std::vector<ValueId>& values, Phase& ph) {
+    for (ValueId v : values) {
+        const int b = output_buffer(v);
+        if (b < 0) continue;
+        ExprRef val = value(v, ph);
+        ph.out->push_back(store(b, offset(v, *ph.space), cast(compute_type(node(v).type.dtype), val)));
+    }
+}
+
+void lower_elementwise(Lowering& L) {
+    const auto& outs = L.group.outputs;
+    if (outs.empty()) throw Unsupported{"the group has no outputs"};
+    const ValueId ref = outs.front();
+    const auto& S = L.node(ref).type.dims;
+    for (ValueId o : outs)
+        if (L.node(o).type.dims != S) throw Unsupported{"the group's outputs have different shapes"};
+    const std::size_t n = S.size();
+    bool flat = n <= 1;
+    if (!flat) {
+        flat = true;
+        for (ValueId in : L.group.inputs) {
+            const auto& d = L.node(in).type.dims;
+            const bool one = std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.is_static() && x.value() == 1; });
+            flat = flat && (d == S || one);
+        }
+        // Views that move elements (permute, broadcast, slice) need per-dim indices: a row
+        // with an inner loop gives the last one without div/mod.
+        for (ValueId v : L.group.nodes)
+            flat = flat && !(passes::is_view_op(L.node(v)) && L.node(v).op != ir::Op::reshape &&
+                             L.node(v).op != ir::Op::squeeze && L.node(v).op != ir::Op::unsqueeze);
+    }
+    if (flat) {
+        Space sp = L.make_space(ref, {0}, {outer()});
+        L.k.extent = L.product(ref, 0, n);
+        Phase ph{&sp, &L.k.body, {}};
+        L.store_outputs(outs, ph);
+        return;
+    }
+    const int j = L.new_var();
+    Space sp = L.make_space(ref, {0, n - 1}, {outer(), var(j)});
+    L.k.extent = L.product(ref, 0, n - 1);
+    std::vector<StmtRef> inner;
+    Phase ph{&sp, &inner, {}};
+    L.store_outputs(outs, ph);
+    L.k.body.push_back(loop(j, index_const(0), L.product(ref, n - 1, n), std::move(inner)));
+}
+
+}  // namespace kiln::kir::detail

@@ -1,0 +1,65 @@
+#pragma once
+// Internal to tiers/llvm: each KIR op as LLVM instructions (ops.cpp), and the f32
+// polynomials that some of them use (vmath.cpp). The KIR generator (codegen.cpp) emits an
+// expression's operands and hands the op to an OpEmitter, which emits at the builder's
+// insertion point; the same code serves scalar and vector types. What each op computes is
+// the interpreter's formula (src/core/scalar_ops.h): exactly for integer ops, casts,
+// comparisons, f64 ops (libm calls) and the f16/bf16 conversions; within the tier tests'
+// tolerance for the f32 polynomials (codegen.h lists them).
+#include "src/kir/kir.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace llvm {
+class IRBuilderBase;
+class Module;
+class Type;
+class Value;
+}  // namespace llvm
+
+namespace kiln::tiers::llvm_tier {
+
+class OpEmitter {
+public:
+    // `module` receives the declarations of the libm functions that f64 ops call.
+    OpEmitter(llvm::IRBuilderBase& b, llvm::Module& module) : b_(b), m_(module) {}
+
+    // Throw CodegenError (codegen.h) for an op on a type the interpreter does not define.
+    llvm::Value* emit_unary(kir::UnaryOp op, kir::Type t, llvm::Value* x);
+    llvm::Value* emit_binary(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
+    llvm::Value* emit_cast(kir::Type from, kir::Type to, llvm::Value* v);  // core::convert
+
+    // f16 / bf16 (bit-exact with kiln::Half and kiln::BFloat16; bf16 -> f32 is
+    // bf16_to_float, codegen.h).
+    llvm::Value* half_to_float(llvm::Value* h16);
+    llvm::Value* float_to_half(llvm::Value* f);
+    llvm::Value* float_to_bf16(llvm::Value* f);
+
+    llvm::Type* ltype(kir::Type t);  // the LLVM type of values of KIR type t
+    llvm::Value* fconst(llvm::Type* ty, double v);
+
+private:
+    llvm::Value* u32(std::uint32_t v);
+    llvm::Value* isnan(llvm::Value* x);
+    llvm::Value* fma(llvm::Value* a, llvm::Value* b, llvm::Value* c);  // llvm.fmuladd
+    llvm::Value* libm(const char* name, llvm::Value* x);                // a call of double name(double)
+    [[noreturn]] void unsupported(std::string_view op, kir::Type t);
+    llvm::Value* float_unary(kir::UnaryOp op, kir::Type t, llvm::Value* x);
+    llvm::Value* sigmoid(llvm::Value* x, bool f32);
+    llvm::Value* compare(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
+
+    // ---- f32 polynomials (vmath.cpp) ----
+    template <std::size_t N> llvm::Value* horner(const float (&c)[N], llvm::Value* x);
+    llvm::Value* exp_f32(llvm::Value* x);
+    llvm::Value* log_f32(llvm::Value* x);
+    llvm::Value* tanh_f32(llvm::Value* x);
+    llvm::Value* erf_f32(llvm::Value* x);
+    llvm::Value* sincos_f32(llvm::Value* x, bool cosine);
+
+    llvm::IRBuilderBase& b_;
+    llvm::Module& m_;
+};
+
+}  // namespace kiln::tiers::llvm_tier
