@@ -2,6 +2,7 @@
 // JIT, the pass pipeline and dumping live in llvm_tier.cpp.
 #include "tiers/llvm/codegen.h"
 #include "tiers/kir_forms.h"
+#include "tiers/test_hook.h"
 #include "tiers/vmath_coeffs.h"
 
 #include <llvm/IR/Constants.h>
@@ -754,6 +755,7 @@ private:
     // ---- binary ----
 
     Value* emit_binary(BinaryOp op, Type t, Value* x, Value* y) {
+        if (kir::is_float(t) && tiers::corrupt_op_for_testing() == op) x = b_.CreateFAdd(x, fconst(x->getType(), 1.0));  // tiers/test_hook.h
         switch (op) {
         case BinaryOp::eq: case BinaryOp::ne: case BinaryOp::lt: case BinaryOp::le: case BinaryOp::gt: case BinaryOp::ge:
             return compare(op, t, x, y);
