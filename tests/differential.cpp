@@ -26,8 +26,8 @@ Options forced_tier_options(int tier) {
 
 double tolerance(DType dt, double scale) {
     switch (dt) {
-    case DType::f64: return 1e-9 * scale;
-    case DType::f32: return 2e-4 * scale;
+    case DType::f64: return 1e-12 * scale;
+    case DType::f32: return 2e-5 * scale;
     case DType::f16: return 2e-2 * scale;
     case DType::bf16: return 8e-2 * scale;
     default: return 0.0;

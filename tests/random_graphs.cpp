@@ -217,7 +217,7 @@ Case reduction_case(std::uint64_t seed) {
         return std::vector<Var>{integer ? r + 1 : r * 2.0 + 1.0};
     });
     Case c{"reduction", seed, g, batch_calls(args, pick_batches(rng, 3, true), seed, integer ? -9.0 : -2.0, integer ? 9.0 : 2.0)};
-    c.tol_scale = 4.0;  // sums of up to 17 * 64 terms
+    c.tol_scale = 2.0;  // sums of up to 17 * 64 terms
     return c;
 }
 
@@ -238,7 +238,11 @@ Case norm_case(std::uint64_t seed) {
     Graph g = trace(name_of("norm", seed), args, [&](const std::vector<Var>& in) {
         const Var &x = in[0], &y = in[1];
         const Var gamma = params_as_inputs ? in[2] : Var(gamma_c), beta = params_as_inputs ? in[3] : Var(beta_c);
-        Var h = chance(rng, 2) ? float_step(rng, x + y, x, y) : x * y + x;
+        // A producer rounds its result to a half type in the interpreter but not in a fused
+        // kernel, and normalising a row of nearly equal values magnifies that: half types
+        // normalise x itself.
+        const bool half = dt == DType::f16 || dt == DType::bf16;
+        Var h = half ? x : chance(rng, 2) ? float_step(rng, x + y, x, y) : x * y + x;
         Var r;
         switch (op) {
         case 0: r = softmax(h, -1); break;
@@ -250,7 +254,7 @@ Case norm_case(std::uint64_t seed) {
         return std::vector<Var>{r};
     });
     Case c{"norm", seed, g, batch_calls(args, pick_batches(rng, 3, true), seed, -2.0, 2.0)};
-    c.tol_scale = 2.0;
+    c.tol_scale = 4.0;  // rows of nearly equal values magnify rounding differences
     return c;
 }
 
