@@ -41,6 +41,7 @@ bool check_close(const kiln::Tensor& got, const RTensor& want, DType want_dtype,
     std::vector<double> g = got.to_doubles();
     std::int64_t bad = 0;
     std::ostringstream msg;
+    msg.precision(17);
     for (std::size_t i = 0; i < g.size(); ++i) {
         double a = g[i], b = want.v[i];
         bool match;
@@ -54,16 +55,10 @@ bool check_close(const kiln::Tensor& got, const RTensor& want, DType want_dtype,
             ++bad;
         }
     }
-    if (bad) {
-        msg.precision(17);
-        FAIL_CHECK(bad << " of " << g.size() << " values differ (shape " << shape_str(want.shape) << ", dtype "
-                       << dname(want_dtype) << ", rtol " << tol.rtol << ", atol " << tol.atol << ")\n"
-                       << msg.str());
-        ok = false;
-    } else {
-        CHECK(true);
-    }
-    return ok;
+    CHECK_MESSAGE(bad == 0, bad << " of " << g.size() << " values differ (shape " << shape_str(want.shape) << ", dtype "
+                                << dname(want_dtype) << ", rtol " << tol.rtol << ", atol " << tol.atol << ")\n"
+                                << msg.str());
+    return ok && bad == 0;
 }
 
 bool same_values(const kiln::Tensor& a, const kiln::Tensor& b, double tol) {

@@ -138,10 +138,7 @@ TEST_CASE("code cache: KILN_CODE_CACHE_BYTES takes plain bytes or K/M/G; malform
 
 TEST_CASE("code cache: a second function with the same kernels reuses the first one's code") {
     const int level = have_tier(2) ? 2 : have_tier(1) ? 1 : 0;
-    if (level == 0) {
-        MESSAGE("skipped: this build or host has no compiling tier");
-        return;
-    }
+    if (level == 0) return test::skip("this build or host has no compiling tier (neither tier 1 nor tier 2)");
     Engine engine(level == 2 ? sync_opts(kNever, 1, 0) : sync_opts(1, kNever, 0));
     Function f1 = engine.load(chain("first", 0.5));
     Function f2 = engine.load(chain("second", 0.5));  // same computation, other names
@@ -180,10 +177,7 @@ TEST_CASE("code cache: a second function with the same kernels reuses the first 
 
 TEST_CASE("code cache: under a bound, cold code is evicted, hot code stays compiled; answers stay the interpreter's") {
     for (int level : {1, 2}) {
-        if (!have_tier(level)) {
-            MESSAGE("skipped: this build or host has no tier " << level);
-            continue;
-        }
+        if (test::lacks_tier(level)) continue;  // the other level may still run
         CAPTURE(level);
         auto opts = [&](std::int64_t bytes) { return level == 2 ? sync_opts(kNever, 2, bytes) : sync_opts(1, kNever, bytes); };
         Options io;

@@ -163,9 +163,9 @@ TEST_CASE("errors: bad calls name the argument, expected and actual, and the Fun
     // Caller-owned outputs of the wrong shape or dtype are rejected too.
     std::vector<Tensor> in{x, y};
     std::vector<Tensor> bad_out{Tensor::empty({3, 5})};
-    CHECK_THROWS_AS(f.run(in, bad_out), kiln::Error);
+    CHECK_THROWS_WITH_AS(f.run(in, bad_out), doctest::Contains("output 0 expected shape [3,4], got [3,5]"), kiln::Error);
     std::vector<Tensor> bad_dtype{Tensor::empty({3, 4}, DType::f64)};
-    CHECK_THROWS_AS(f.run(in, bad_dtype), kiln::Error);
+    CHECK_THROWS_WITH_AS(f.run(in, bad_dtype), doctest::Contains("output 0 expected dtype f32, got f64"), kiln::Error);
     std::vector<Tensor> good_out{Tensor::empty({3, 4})};
     f.run(in, good_out);
     ref::check_close(good_out[0], ref::mul(ref::from_kiln(x), ref::from_kiln(y), DType::f32), DType::f32,
@@ -177,8 +177,8 @@ TEST_CASE("errors: a gather index out of range is an error at run time, then cal
     kiln::Graph g = kiln::trace("gather_oob", {kiln::arg("i", DType::i64, {kiln::dyn("N")})},
                                 [&](const std::vector<Var>& in) -> Var { return kiln::gather(table, in[0], 0); });
     kiln::Function f = ref::interp_engine().load(g);
-    CHECK_THROWS_AS(f({ref::to_kiln(ref::make({3}, {0, 5, 1}), DType::i64)}), kiln::Error);
-    CHECK_THROWS_AS(f({ref::to_kiln(ref::make({2}, {-6, 0}), DType::i64)}), kiln::Error);
+    CHECK_THROWS_WITH_AS(f({ref::to_kiln(ref::make({3}, {0, 5, 1}), DType::i64)}), doctest::Contains("index 5 is out of range for axis 0 of size 5"), kiln::Error);
+    CHECK_THROWS_WITH_AS(f({ref::to_kiln(ref::make({2}, {-6, 0}), DType::i64)}), doctest::Contains("index -6 is out of range for axis 0 of size 5"), kiln::Error);
     Tensor ok = ref::to_kiln(ref::make({3}, {4, -5, 2}), DType::i64);
     ref::check_close(f({ok})[0], ref::gather(ref::from_kiln(table), ref::from_kiln(ok), 0), DType::f32, {}, "gather");
 }
@@ -317,12 +317,12 @@ TEST_CASE("errors: Options::from_env rejects malformed values naming the variabl
     // validate() applies the same rules to fields set in code.
     kiln::Options o;
     o.device = "tpu";
-    CHECK_THROWS_AS(o.validate(), kiln::Error);
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("KILN_DEVICE"), kiln::Error);
     o = kiln::Options();
     o.log_level = "loud";
-    CHECK_THROWS_AS(o.validate(), kiln::Error);
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("KILN_LOG"), kiln::Error);
     o = kiln::Options();
     o.dump = {"graph", "bogus"};
-    CHECK_THROWS_AS(o.validate(), kiln::Error);
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("KILN_DUMP lists 'bogus'"), kiln::Error);
     CHECK_NOTHROW(kiln::Options().validate());
 }

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -400,30 +401,30 @@ TEST_CASE("kir: verify rejects malformed kernels") {
 
     kir::Kernel to_input = base();
     to_input.body = {kir::store(0, kir::outer(), x)};
-    CHECK_THROWS(kir::verify(to_input));
+    CHECK_THROWS_WITH_AS(kir::verify(to_input), doctest::Contains("store to input buffer b0"), std::logic_error);
 
     kir::Kernel temp_first = base();
     temp_first.body = {kir::store(1, kir::outer(), kir::temp(0, kir::Type::f32))};
-    CHECK_THROWS(kir::verify(temp_first));
+    CHECK_THROWS_WITH_AS(kir::verify(temp_first), doctest::Contains("t0 used before it is assigned"), std::logic_error);
 
     kir::Kernel scoped = base();  // a temp assigned in a loop is not visible after it
     scoped.body = {kir::loop(0, kir::index_const(0), kir::index_const(2), {kir::assign(0, x)}),
                    kir::store(1, kir::outer(), kir::temp(0, kir::Type::f32))};
-    CHECK_THROWS(kir::verify(scoped));
+    CHECK_THROWS_WITH_AS(kir::verify(scoped), doctest::Contains("t0 used before it is assigned"), std::logic_error);
 
     kir::Kernel var_outside = base();
     var_outside.body = {kir::store(1, kir::var(0), x)};
-    CHECK_THROWS(kir::verify(var_outside));
+    CHECK_THROWS_WITH_AS(kir::verify(var_outside), doctest::Contains("v0 used outside its loop"), std::logic_error);
 
     kir::Kernel wrong_type = base();
     wrong_type.body = {kir::store(1, kir::outer(), kir::cast(kir::Type::f64, x))};
-    CHECK_THROWS(kir::verify(wrong_type));
+    CHECK_THROWS_WITH_AS(kir::verify(wrong_type), doctest::Contains("store of a f64 value into b1"), std::logic_error);
 
     kir::Kernel bad_param = base();
     bad_param.extent = kir::param(0);
-    CHECK_THROWS(kir::verify(bad_param));
+    CHECK_THROWS_WITH_AS(kir::verify(bad_param), doctest::Contains("param p0 out of range"), std::logic_error);
 
     kir::Kernel outer_extent = base();
     outer_extent.extent = kir::outer();
-    CHECK_THROWS(kir::verify(outer_extent));
+    CHECK_THROWS_WITH_AS(kir::verify(outer_extent), doctest::Contains("outer in the extent"), std::logic_error);
 }

@@ -12,9 +12,7 @@
 #include "reference.h"
 #include "src/core/allocator.h"
 #include "src/passes/fuse.h"
-#if defined(KILN_HAVE_ASMJIT)
-#include "tiers/asmjit/asmjit_tier.h"
-#endif
+#include "have_tier.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -291,7 +289,6 @@ TEST_CASE("memory plan: the arena pool gives each checkout its own block and sta
     CHECK(pool.pooled_blocks() == 0);
 }
 
-#if defined(KILN_HAVE_LLVM)
 namespace {
 
 Options compiled_options() {
@@ -318,6 +315,7 @@ void check_all_compiled(const Function& f) {
 }  // namespace
 
 TEST_CASE("memory plan: compiled multi-group plans with views match the interpreter on changing shapes") {
+    if (test::lacks_tier(2)) return;
     for (const Graph& g : {views_graph(), chain_graph(4)}) {
         CAPTURE(g.name());
         Function fj = Engine(compiled_options()).load(g);
@@ -351,6 +349,7 @@ TEST_CASE("memory plan: compiled multi-group plans with views match the interpre
 }
 
 TEST_CASE("memory plan: results returned by earlier calls are not overwritten by later ones") {
+    if (test::lacks_tier(2)) return;
     // Outputs escape the call; the arena does not: an output held across calls keeps its values.
     Graph g = views_graph();
     Function fj = Engine(compiled_options()).load(g);
@@ -364,6 +363,7 @@ TEST_CASE("memory plan: results returned by earlier calls are not overwritten by
 }
 
 TEST_CASE("memory plan: a steady-state compiled call allocates only its outputs") {
+    if (test::lacks_tier(2)) return;
     const Shape xs{256, 64};
     Tensor x = Tensor::randn(xs, 5);
     auto measure = [&](int layers, Counts* call, Counts* run) {
@@ -395,20 +395,11 @@ TEST_CASE("memory plan: a steady-state compiled call allocates only its outputs"
     // The result vector, and the output tensor: its Storage, data block, shape and strides.
     CHECK(call6.news <= 5);
 }
-#else
-TEST_CASE("memory plan: compiled multi-group graphs (skipped)") {
-    MESSAGE("skipped: built without LLVM (KILN_WITH_LLVM=OFF): no compiled groups to place in an arena");
-}
-#endif
 
-#if defined(KILN_HAVE_ASMJIT)
 // The dispatch path itself (shape-plan lookup, profile counters, sampled timing, version
 // selection) allocates nothing, on the calls whose time is sampled as on the others.
 TEST_CASE("memory plan: steady-state tier-1 calls through run() allocate nothing, timed or not") {
-    if (!tiers::asmjit_available()) {
-        MESSAGE("skipped: this host has no tier 1 (asmjit needs x86-64 with AVX2 and FMA)");
-        return;
-    }
+    if (test::lacks_tier(1)) return;
     Options o;
     o.jit = true;
     o.async_compile = false;
@@ -430,4 +421,3 @@ TEST_CASE("memory plan: steady-state tier-1 calls through run() allocate nothing
     CHECK(c.blocks == 0);
     CHECK(f.stats().calls_by_tier[1] >= calls);
 }
-#endif

@@ -6,6 +6,7 @@
 #include <kiln/kiln.h>
 
 #include "jit/exec/memory_plan.h"
+#include "have_tier.h"
 #include "reference.h"
 
 #include <atomic>
@@ -39,8 +40,8 @@ constexpr int kThreads = 8;
 
 }  // namespace
 
-#if defined(KILN_HAVE_LLVM)
 TEST_CASE("threads arena: 8 threads call one compiled multi-group function") {
+    if (test::lacks_tier(2)) return;
     Options o;
     o.jit = true;
     o.async_compile = false;
@@ -100,11 +101,6 @@ TEST_CASE("threads arena: 8 threads call one compiled multi-group function") {
     CHECK(s.calls_by_tier[2] == s.calls);
     CHECK(s.guard_failures == 0);
 }
-#else
-TEST_CASE("threads arena: compiled function from 8 threads (skipped)") {
-    MESSAGE("skipped: built without LLVM (KILN_WITH_LLVM=OFF): no compiled groups to place in an arena");
-}
-#endif
 
 TEST_CASE("threads arena: concurrent checkouts of one arena pool are exclusive") {
     jit::ArenaPool pool;

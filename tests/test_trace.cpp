@@ -45,7 +45,7 @@ TEST_CASE("trace: -1 that no product expresses becomes a fresh symbol solved at 
     Function f = Engine(Options{}).load(g);
     CHECK(f({Tensor::zeros({12})})[0].shape() == Shape{3, 4});
     CHECK(f({Tensor::zeros({8})})[0].shape() == Shape{2, 4});
-    CHECK_THROWS_AS(f({Tensor::zeros({7})}), Error);
+    CHECK_THROWS_WITH_AS(f({Tensor::zeros({7})}), doctest::Contains("cannot infer dim 0 of [?_1,4] for 7 elements"), Error);
     CHECK(f({Tensor::zeros({4})})[0].shape() == Shape{1, 4});  // still usable after the error
 }
 
@@ -86,7 +86,7 @@ TEST_CASE("trace: captured tensors are snapshots") {
 }
 
 TEST_CASE("trace: a Tensor used as a Var outside a trace is an error") {
-    CHECK_THROWS_AS(Var(Tensor::ones({2})), Error);
+    CHECK_THROWS_WITH_AS(Var(Tensor::ones({2})), doctest::Contains("used outside kiln::trace"), Error);
     Var kept;
     trace("leak", {arg("x", DType::f32, {2})}, [&](const std::vector<Var>& in) {
         kept = in[0];
@@ -109,10 +109,10 @@ TEST_CASE("trace: a Tensor used as a Var outside a trace is an error") {
 
 TEST_CASE("trace: argument names and symbolic names are checked") {
     auto body = [](const std::vector<Var>& in) { return in[0]; };
-    CHECK_THROWS_AS(trace("d", {arg("x", DType::f32, {2}), arg("x", DType::f32, {2})}, body), Error);
-    CHECK_THROWS_AS(trace("d", {arg("x", DType::f32, {-2})}, body), Error);
-    CHECK_THROWS_AS(trace("d", {arg("x", DType::f32, {dyn("_hidden")})}, body), Error);
-    CHECK_THROWS_AS(dyn("bad name"), Error);
+    CHECK_THROWS_WITH_AS(trace("d", {arg("x", DType::f32, {2}), arg("x", DType::f32, {2})}, body), doctest::Contains("argument name 'x' repeats"), Error);
+    CHECK_THROWS_WITH_AS(trace("d", {arg("x", DType::f32, {-2})}, body), doctest::Contains("dims must be >= 0, got [-2]"), Error);
+    CHECK_THROWS_WITH_AS(trace("d", {arg("x", DType::f32, {dyn("_hidden")})}, body), doctest::Contains("names may not start with '_'"), Error);
+    CHECK_THROWS_WITH_AS(dyn("bad name"), doctest::Contains("may hold only letters, digits and '_'"), Error);
 }
 
 TEST_CASE("trace: linear with a constant weight pre-transposes it once") {

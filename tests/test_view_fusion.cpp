@@ -243,10 +243,7 @@ TEST_CASE("views: every view op and chains of two fuse into one elementwise grou
 TEST_CASE("views: compiled at tier 1 (asmjit) and tier 2 (LLVM) through kiln::Engine match the interpreter") {
     MESSAGE("seed ", kSeed);
     for (int tier : {1, 2}) {
-        if (!test::have_tier(tier)) {
-            MESSAGE("tier ", tier, " skipped: not in this build or host");
-            continue;
-        }
+        if (test::lacks_tier(tier)) continue;
         CAPTURE(tier);
         for (const Case& c : make_cases(kSeed)) {
             INFO(c.describe());
@@ -276,10 +273,7 @@ TEST_CASE("views: row groups read views of their operand (softmax, layer_norm, s
         CHECK(st.lowered == 3);
     }
     for (int tier : {1, 2}) {
-        if (!test::have_tier(tier)) {
-            MESSAGE("tier ", tier, " skipped: not in this build or host");
-            continue;
-        }
+        if (test::lacks_tier(tier)) continue;
         CAPTURE(tier);
         Function f = Engine(tier_opts(tier)).load(g);
         for (std::int64_t n : {2, 2, 2, 5, 5, 5}) {
@@ -311,10 +305,7 @@ TEST_CASE("views: a reshape to a symbol inferred at run time, read through a sli
         CAPTURE(n);
         CHECK(ref::check_lowered_graph(g, {Tensor::rand({n, 6}, 5, DType::f32, -3, 3)}).lowered == 1);
     }
-    if (!test::have_tier(2)) {
-        MESSAGE("tier 2 skipped: not in this build");
-        return;
-    }
+    if (test::lacks_tier(2)) return;
     Function f = Engine(tier_opts(2)).load(g);
     for (std::int64_t n : {3, 3, 3, 4, 4, 4}) {
         const std::vector<Tensor> in{Tensor::rand({n, 6}, 6, DType::f32, -3, 3)};
@@ -426,10 +417,7 @@ TEST_CASE("views: edge cases (unbound broadcast symbols, symbolic 1s, slice leng
         };
         ref::check_lowered_graph(c.g, inputs(c.calls.front()));  // every elementwise and row group lowers
         for (int tier : {1, 2}) {
-            if (!test::have_tier(tier)) {
-                MESSAGE("tier ", tier, " skipped: not in this build or host");
-                continue;
-            }
+            if (test::lacks_tier(tier)) continue;
             CAPTURE(tier);
             Function f = Engine(tier_opts(tier)).load(c.g);
             for (const auto& shapes : c.calls) {

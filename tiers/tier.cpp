@@ -1,5 +1,7 @@
 #include "tiers/tier.h"
 
+#include "tiers/test_hook.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -16,6 +18,7 @@ struct Scratch {
 thread_local Scratch t_scratch;
 thread_local bool t_failed = false;
 std::atomic<std::int64_t> g_scratch_limit{-1};
+std::atomic<int> g_corrupt_op{-1};  // a kir::BinaryOp, or -1
 
 struct Info {
     std::string_view name, text;
@@ -47,6 +50,16 @@ void* kernel_scratch(std::int64_t bytes) noexcept {
 void kernel_failed() noexcept { t_failed = true; }
 
 void set_kernel_scratch_limit(std::int64_t bytes) noexcept { g_scratch_limit.store(bytes, std::memory_order_relaxed); }
+
+void set_corrupt_op_for_testing(std::optional<kir::BinaryOp> op) noexcept {
+    g_corrupt_op.store(op ? static_cast<int>(*op) : -1, std::memory_order_relaxed);
+}
+
+std::optional<kir::BinaryOp> corrupt_op_for_testing() noexcept {
+    const int op = g_corrupt_op.load(std::memory_order_relaxed);
+    if (op < 0) return std::nullopt;
+    return static_cast<kir::BinaryOp>(op);
+}
 
 bool take_kernel_failure() noexcept {
     if (!t_failed) return false;

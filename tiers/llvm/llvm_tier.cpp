@@ -8,6 +8,7 @@
 #include "tiers/llvm/llvm_tier.h"
 
 #include "tiers/llvm/codegen.h"
+#include "tiers/test_hook.h"
 
 #include "src/support/hash.h"
 
@@ -262,7 +263,9 @@ public:
     std::string_view name() const override { return "llvm"; }
 
     std::string fingerprint() const override {
-        return "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings();
+        std::string fp = "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings();
+        if (const auto op = corrupt_op_for_testing()) fp += ";corrupt " + std::string(kir::op_name(*op));  // tiers/test_hook.h
+        return fp;
     }
 
     bool persists_code() const override { return true; }

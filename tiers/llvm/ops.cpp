@@ -3,6 +3,7 @@
 #include "tiers/llvm/ops.h"
 
 #include "tiers/llvm/codegen.h"
+#include "tiers/test_hook.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -220,6 +221,7 @@ Value* OpEmitter::sigmoid(Value* x, bool f32) {
 // ---- binary ----
 
 Value* OpEmitter::emit_binary(BinaryOp op, Type t, Value* x, Value* y) {
+    if (kir::is_float(t) && tiers::corrupt_op_for_testing() == op) x = b_.CreateFAdd(x, fconst(x->getType(), 1.0));  // tiers/test_hook.h
     switch (op) {
     case BinaryOp::eq: case BinaryOp::ne: case BinaryOp::lt: case BinaryOp::le: case BinaryOp::gt: case BinaryOp::ge:
         return compare(op, t, x, y);
