@@ -179,13 +179,13 @@ void run_workload(const char* name, const kiln::Graph& kg, const std::vector<Ten
         return;
     }
     const auto rep = kiln::tiers::asmjit_loop_report(r.kernel);
-    const double t_1 = time_kernel(r, c1.kernel->entry(), plan);
+    const double t_1 = time_kernel(r, kiln::tiers::host_entry(*c1.kernel), plan);
     const double err1 = max_rel(r.bufs.back(), out[0]);
     double t_2 = NAN, err2 = NAN;
     if (t2) {
         auto c2 = t2->compile(r.kernel, {});
         if (c2.bailout == kiln::tiers::Bailout::none) {
-            t_2 = time_kernel(r, c2.kernel->entry(), plan);
+            t_2 = time_kernel(r, kiln::tiers::host_entry(*c2.kernel), plan);
             err2 = max_rel(r.bufs.back(), out[0]);
         }
     }

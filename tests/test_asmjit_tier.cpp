@@ -465,8 +465,8 @@ std::vector<Tensor> run_group(const CompiledKernel& ck, const Kernel& k, const p
     for (const auto& src : k.param_sources) params.push_back(bufs[static_cast<std::size_t>(src.buffer)].shape()[static_cast<std::size_t>(src.dim)]);
     const I64 extent = kir::eval_index(k.extent, params.data());
     const I64 mid = extent / 2;
-    ck.entry()(ptrs.data(), params.data(), 0, mid);
-    ck.entry()(ptrs.data(), params.data(), mid, extent);
+    tiers::host_entry(ck)(ptrs.data(), params.data(), 0, mid);
+    tiers::host_entry(ck)(ptrs.data(), params.data(), mid, extent);
     return std::vector<Tensor>(bufs.begin() + static_cast<std::ptrdiff_t>(group.inputs.size()), bufs.end());
 }
 

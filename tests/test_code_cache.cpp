@@ -23,7 +23,7 @@ namespace {
 
 using ref::kNever;
 
-class FakeKernel final : public tiers::CompiledKernel {
+class FakeKernel final : public tiers::HostKernel {
 public:
     explicit FakeKernel(std::size_t bytes) : bytes_(bytes) {}
     tiers::KernelFn entry() const override { return nullptr; }

@@ -37,7 +37,7 @@ inline std::shared_ptr<const tiers::CompiledKernel> compile_ok(tiers::Tier& tier
 
 inline void call(const tiers::CompiledKernel& k, std::vector<void*> bufs, const std::vector<I64>& params, I64 begin,
                  I64 end) {
-    k.entry()(bufs.data(), params.data(), begin, end);
+    tiers::host_entry(k)(bufs.data(), params.data(), begin, end);
 }
 
 // out[o] = f(in[o]) over a 1-D extent (param 0).
@@ -140,7 +140,7 @@ inline void check_concurrent_compiles(tiers::Tier& tier, int reps) {
                 std::vector<float> in(100, 0.0f), out(100);
                 void* bufs[] = {in.data(), out.data()};
                 I64 n = 100;
-                r.kernel->entry()(bufs, &n, 0, n);
+                tiers::host_entry(*r.kernel)(bufs, &n, 0, n);
                 if (std::all_of(out.begin(), out.end(), [c](float v) { return v == c; })) ++ok[static_cast<std::size_t>(t)];
             }
         });

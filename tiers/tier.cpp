@@ -1,8 +1,11 @@
 #include "tiers/tier.h"
 
+#include "src/core/strided.h"
+
 #include "tiers/test_hook.h"
 
 #include <atomic>
+#include <new>
 #include <cstdlib>
 #include <memory>
 
@@ -65,6 +68,32 @@ bool take_kernel_failure() noexcept {
     if (!t_failed) return false;
     t_failed = false;
     return true;
+}
+
+void HostKernel::launch(const LaunchArgs& a) const {
+    if (a.extent <= 0) return;
+    // The closure holds one pointer, so std::function keeps it inline (no allocation).
+    struct Run {
+        KernelFn fn;
+        const LaunchArgs& a;
+    } run{entry(), a};
+    core::parallel_range(a.extent, a.work_per_outer, [&run](std::int64_t b, std::int64_t e) {
+        run.fn(run.a.buffers, run.a.params, b, e);
+        if (run.a.may_fail && take_kernel_failure()) throw std::bad_alloc();
+    });
+}
+
+KernelFn host_entry(const CompiledKernel& k) {
+    const auto* h = dynamic_cast<const HostKernel*>(&k);
+    return h ? h->entry() : nullptr;
+}
+
+CompileResult Tier::compile_group(const GroupSource& source, const kir::Specialization& spec) {
+    if (source.kernel) return compile(*source.kernel, spec);
+    CompileResult r;
+    r.bailout = Bailout::unsupported_op;
+    r.detail = "the group has no kernel IR";
+    return r;
 }
 
 }  // namespace kiln::tiers

@@ -1,7 +1,17 @@
 #pragma once
-// The interface between the engine (jit/) and a compiling tier. A tier turns a KIR kernel
-// (for a given specialisation) into callable code, or declines with an enumerated reason.
+// The interface between the engine (jit/) and its tiers. A tier turns a fusion group (its
+// kernel IR, for a given specialisation) into code, or declines with an enumerated reason:
+// tier 0, the interpreter (tiers/interp/interp_tier.h), takes every group and runs its graph
+// nodes on tensors; tiers 1 and 2 compile the kernel IR. All code runs through
+// CompiledKernel::launch, which fits host code (a function called over index ranges on the
+// host's threads: HostKernel), device code (launched on a queue with a launch configuration
+// of its own) and the interpreter (which reads and defines the call's values through a
+// ValueEnv).
+#include "src/ir/ir.h"
 #include "src/kir/kir.h"
+#include "src/passes/fuse.h"
+
+#include <kiln/tensor.h>
 
 #include <cstdint>
 #include <memory>
@@ -35,7 +45,38 @@ inline constexpr std::size_t kNumBailouts = 0
 std::string_view bailout_name(Bailout b);
 std::string_view bailout_text(Bailout b);
 
+// Where a kernel's code runs and its buffers must live. Only the host exists today; the GPU
+// tier adds devices (jit/exec/pipeline.h records where each value lives).
+enum class Place : std::uint8_t { host };
+
+// Host code: runs outer iterations [begin, end) of the kernel over these buffers (inputs,
+// then outputs) and params.
 using KernelFn = void (*)(void* const* buffers, const std::int64_t* params, std::int64_t begin, std::int64_t end);
+
+// The values of one call, for code that runs on tensors (tier 0) rather than on buffers.
+class ValueEnv {
+public:
+    virtual const Tensor& value(ir::ValueId v) = 0;   // an input, a constant or a value computed before
+    virtual const ir::Node& node(ir::ValueId v) = 0;  // the node, its attributes concrete at this call's shapes
+    virtual const Shape& shape(ir::ValueId v) = 0;    // the value's shape at this call
+    // The value node `v` computed. The call then frees what `v` read for the last time.
+    virtual void define(ir::ValueId v, Tensor t) = 0;
+
+protected:
+    ~ValueEnv() = default;
+};
+
+// One run of a kernel: the outer iterations [0, extent) over these buffers and params, or,
+// for code that runs on tensors, the call's values.
+struct LaunchArgs {
+    void* const* buffers = nullptr;      // inputs, then outputs, in the kernel's order, at its place
+    const std::int64_t* params = nullptr;
+    std::int64_t extent = 0;             // outer iterations
+    std::int64_t work_per_outer = 1;     // element operations in one (host code splits the range by it)
+    bool may_fail = false;               // it takes kernel scratch (a GEMM): check kernel_failed()
+    void* queue = nullptr;               // the device queue (stream) for device code; null on the host
+    ValueEnv* env = nullptr;             // the call's values, for code that runs on tensors (tier 0)
+};
 
 // Run-time support that compiled code calls. A backend binds these functions to the
 // symbols named here in the code it generates.
@@ -57,9 +98,24 @@ void set_kernel_scratch_limit(std::int64_t bytes) noexcept;
 class CompiledKernel {
 public:
     virtual ~CompiledKernel() = default;
-    virtual KernelFn entry() const = 0;
+    virtual Place place() const = 0;
+    // Runs the kernel and returns when its outputs are written. Throws std::bad_alloc when
+    // the kernel could not get its scratch memory (it then did no work: never a wrong answer).
+    virtual void launch(const LaunchArgs& args) const = 0;
     virtual std::size_t code_bytes() const = 0;
 };
+
+// Code for the host: one function called over index ranges; launch() splits [0, extent) by
+// work_per_outer across the kernel threads (KILN_NUM_THREADS).
+class HostKernel : public CompiledKernel {
+public:
+    virtual KernelFn entry() const = 0;
+    Place place() const final { return Place::host; }
+    void launch(const LaunchArgs& args) const final;
+};
+
+// The entry of host code; null for code that runs elsewhere.
+KernelFn host_entry(const CompiledKernel& k);
 
 struct CompileResult {
     std::shared_ptr<const CompiledKernel> kernel;  // null when bailout != none
@@ -72,13 +128,24 @@ struct CompileResult {
     std::string symbol;
 };
 
+// What a tier makes code from: one fusion group of a graph and its kernel IR (null when the
+// group has none: then only tier 0 takes it).
+struct GroupSource {
+    const ir::Graph& graph;
+    const passes::Group& group;
+    const kir::Kernel* kernel = nullptr;
+};
+
 class Tier {
 public:
     virtual ~Tier() = default;
-    virtual int level() const = 0;               // 1 or 2
-    virtual std::string_view name() const = 0;   // "llvm", "asmjit", ...
+    virtual int level() const = 0;               // 0, 1 or 2
+    virtual std::string_view name() const = 0;   // "interp", "asmjit", "llvm", ...
     // Thread-safe. Never throws for a kernel it cannot handle: returns a bailout.
     virtual CompileResult compile(const kir::Kernel& kernel, const kir::Specialization& spec) = 0;
+    // Code for a group: by default compile() of its kernel IR (a group without kernel IR gets
+    // unsupported_op); tier 0 takes every group. Thread-safe; never throws.
+    virtual CompileResult compile_group(const GroupSource& source, const kir::Specialization& spec);
     // Everything besides the kernel and its specialisation that the code compile() returns
     // now depends on: backend version, target CPU and features, code generation settings.
     // Part of the key under which code is shared within a process and across processes.

@@ -6,8 +6,9 @@
 
 namespace kiln::jit {
 
-GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::Kernel> k, std::string why)
-    : index(i), group(std::move(grp)), kernel(std::move(k)), lower_failure(std::move(why)) {}
+GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::Kernel> k, std::string why,
+                           std::shared_ptr<const tiers::CompiledKernel> tier0)
+    : index(i), group(std::move(grp)), kernel(std::move(k)), lower_failure(std::move(why)), interpreted(std::move(tier0)) {}
 
 GroupRuntime::~GroupRuntime() = default;
 

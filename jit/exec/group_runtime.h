@@ -46,13 +46,17 @@ struct TierUpState;
 
 class GroupRuntime : public std::enable_shared_from_this<GroupRuntime> {
 public:
-    GroupRuntime(std::size_t index, passes::Group group, std::optional<kir::Kernel> kernel, std::string lower_failure);
+    GroupRuntime(std::size_t index, passes::Group group, std::optional<kir::Kernel> kernel, std::string lower_failure,
+                 std::shared_ptr<const tiers::CompiledKernel> interpreted);
     ~GroupRuntime();
 
     const std::size_t index;  // in the partition, which is the execution order
     const passes::Group group;
     const std::optional<kir::Kernel> kernel;  // nullopt: not lowerable (see lower_failure)
     const std::string lower_failure;
+    // Tier 0's code for the group (tiers/interp/interp_tier.h): what runs when no compiled
+    // version's guard passes.
+    const std::shared_ptr<const tiers::CompiledKernel> interpreted;
 
     // The published code set, for everything but the per-call path (stats, the tier manager).
     std::shared_ptr<const CodeSet> code() const {

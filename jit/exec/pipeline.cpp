@@ -3,7 +3,9 @@
 #include "src/ir/printer.h"
 #include "src/ir/verifier.h"
 #include "src/kir/lower.h"
+#include "src/support/check.h"
 #include "src/support/log.h"
+#include "tiers/interp/interp_tier.h"
 
 #include <chrono>
 #include <climits>
@@ -28,9 +30,11 @@ private:
     std::vector<PipelineStep>& steps_;
 };
 
-// Each group's kernel IR, verified; or the reason it has none (the group then runs on the
-// interpreter: a kernel that fails verification is Kiln's bug, but never a wrong answer).
+// Each group's kernel IR, verified, or the reason it has none (the group then runs on the
+// interpreter: a kernel that fails verification is Kiln's bug, but never a wrong answer);
+// and tier 0's code for it.
 std::vector<std::shared_ptr<GroupRuntime>> lower_groups(const ir::Graph& g, const passes::Partition& p) {
+    tiers::Tier& tier0 = *interp::interp_tier();
     std::vector<std::shared_ptr<GroupRuntime>> groups;
     groups.reserve(p.groups.size());
     for (std::size_t i = 0; i < p.groups.size(); ++i) {
@@ -46,7 +50,10 @@ std::vector<std::shared_ptr<GroupRuntime>> lower_groups(const ir::Graph& g, cons
                 k.reset();
             }
         }
-        groups.push_back(std::make_shared<GroupRuntime>(i, grp, std::move(k), std::move(why)));
+        tiers::CompileResult interpreted = tier0.compile_group({g, grp, k ? &*k : nullptr}, {});
+        KILN_CHECK(interpreted.kernel != nullptr, "the interpreter declined " << grp.name << ": " << interpreted.detail);
+        groups.push_back(
+            std::make_shared<GroupRuntime>(i, grp, std::move(k), std::move(why), std::move(interpreted.kernel)));
     }
     return groups;
 }

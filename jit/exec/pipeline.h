@@ -4,7 +4,8 @@
 //   verify     the graph IR holds its invariants (src/ir/verifier.h)
 //   partition  fusion groups (src/passes/fuse.h)
 //   lower      each group to kernel IR, and verify it (src/kir/lower.h); a group that does not
-//              lower keeps the reason and runs on the interpreter
+//              lower keeps the reason and runs on the interpreter; and tier 0's code for each
+//              group (the interpreter behind the tier interface: tiers/interp/interp_tier.h)
 //   schedule   the nodes the outputs need, execution steps, each value's last use
 //   place      where each value lives during a call
 //   dump       KILN_DUMP's graph, groups and kir files
@@ -25,9 +26,9 @@
 
 namespace kiln::jit {
 
-// Where a value lives during a call. Only the host exists today; the GPU tier adds devices,
-// and the executor copies a value where a group's code and its inputs' places differ.
-enum class Place : std::uint8_t { host };
+// Where a value lives during a call (tiers/tier.h). Only the host exists today; the GPU tier
+// adds devices, and the executor copies a value where a group's code and its inputs' places differ.
+using Place = tiers::Place;
 
 // What lower_function writes besides the executable (KILN_DUMP, KILN_DUMP_DIR).
 struct PipelineSettings {

@@ -5,7 +5,6 @@
 #include "src/core/storage.h"
 #include "src/core/strided.h"
 #include "src/support/check.h"
-#include "tiers/interp/interp.h"
 
 #include <algorithm>
 #include <chrono>
@@ -67,7 +66,7 @@ struct CallScratch {
     std::vector<const Tensor*> val;  // per value id: its tensor in this call (null: not made, released, or arena only)
     std::vector<Tensor> owned;       // per value id: the tensor this call made for it, if any
     std::vector<std::byte*> addr;    // per value id: where a compiled group wrote it in the arena, if it did
-    std::vector<Tensor> args, keep;
+    std::vector<Tensor> keep;
     std::vector<std::int64_t> params;
     std::vector<void*> buffers;
     ArenaPool::Lease arena;
@@ -76,7 +75,6 @@ struct CallScratch {
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
-        args.clear();
         keep.clear();
         arena_storage.reset();
         arena.reset();
@@ -108,7 +106,8 @@ struct ScratchLease {
     ~ScratchLease() { t_scratch.pop(); }
 };
 
-class CallRunner {
+// One call. It is the ValueEnv through which tier 0's code reads and defines values.
+class CallRunner final : public tiers::ValueEnv {
 public:
     CallRunner(const CallPlan& call, std::span<const Tensor> inputs, std::span<const Tensor> caller_outputs,
                CallScratch& s)
@@ -122,6 +121,20 @@ public:
     // The tensor of graph output `id`, moved out when this call made it and `last` (no later
     // output lists the same value).
     Tensor take(std::size_t id, bool last);
+
+    // tiers::ValueEnv
+    const Tensor& value(ir::ValueId v) override { return tensor(static_cast<std::size_t>(v)); }
+    const ir::Node& node(ir::ValueId v) override {
+        const auto id = static_cast<std::size_t>(v);
+        return sp_.nodes[id] ? *sp_.nodes[id] : g_.nodes[id];
+    }
+    const Shape& shape(ir::ValueId v) override { return sp_.shapes[static_cast<std::size_t>(v)]; }
+    void define(ir::ValueId v, Tensor t) override {
+        const auto id = static_cast<std::size_t>(v);
+        s_.owned[id] = std::move(t);
+        s_.val[id] = &s_.owned[id];
+        release_inputs(id, x_.step_of[id]);
+    }
 
 private:
     MemoryPlan make_memory_plan() const;
@@ -202,6 +215,12 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
 }
 
 void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g) {
+    // Values live where their code put them (Executable::place); a group whose code runs
+    // elsewhere than its inputs needs them copied there. Today code and values all live on the
+    // host; the GPU tier adds the copies.
+    for (auto in : g.inputs)
+        KILN_CHECK(x_.place[static_cast<std::size_t>(in)] == v.code->place(),
+                   g.name << ": an input lives elsewhere than the group's code, and no copy exists yet");
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
     s_.buffers.clear();
     for (auto in : g.inputs) {
@@ -234,25 +253,18 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
             s_.val[id] = &s_.owned[id];
         }
     }
-    const std::int64_t* ps = s_.params.data();
-    std::int64_t extent = kir::eval_index(k.extent, ps);
-    if (extent <= 0) return;
+    tiers::LaunchArgs a;
+    a.buffers = s_.buffers.data();
+    a.params = s_.params.data();
+    a.extent = kir::eval_index(k.extent, a.params);
+    if (a.extent <= 0) return;
     std::int64_t work = 1;
     for (auto d : sp_.shapes[static_cast<std::size_t>(g.outputs[0])]) work *= d;
-    std::int64_t per_outer = std::max<std::int64_t>(1, work / extent);
+    a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
     // A matmul kernel does K multiply-adds per output element.
-    if (k.matmul) per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, ps));
-    // The closure holds one pointer, so std::function keeps it inline (no allocation).
-    struct Launch {
-        tiers::KernelFn fn;
-        void* const* bufs;
-        const std::int64_t* ps;
-        bool may_fail;  // only GEMM kernels take scratch memory, so only they can fail (tiers/tier.h)
-    } launch{v.code->entry(), s_.buffers.data(), ps, k.matmul.has_value()};
-    core::parallel_range(extent, per_outer, [&launch](std::int64_t b, std::int64_t e) {
-        launch.fn(launch.bufs, launch.ps, b, e);
-        if (launch.may_fail && tiers::take_kernel_failure()) throw std::bad_alloc();
-    });
+    if (k.matmul) a.work_per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params));
+    a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
+    v.code->launch(a);
 }
 
 int CallRunner::run() {
@@ -301,18 +313,10 @@ int CallRunner::run() {
                 }
             }
         }
-        if (!done) {
-            for (auto nid : group.nodes) {
-                auto id = static_cast<std::size_t>(nid);
-                const ir::Node& node = g_.nodes[id];
-                s_.args.clear();
-                for (auto in : node.inputs) s_.args.push_back(tensor(static_cast<std::size_t>(in)));
-                const ir::Node& eff = sp_.nodes[id] ? *sp_.nodes[id] : node;
-                s_.owned[id] = interp::run_node(eff, s_.args, sp_.shapes[id]);
-                s_.val[id] = &s_.owned[id];
-                s_.args.clear();
-                release_inputs(id, step_of[id]);
-            }
+        if (!done) {  // tier 0
+            tiers::LaunchArgs a;
+            a.env = this;
+            gr.interpreted->launch(a);
         }
         // Free what this group read for the last time (compiled groups read all at once).
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];

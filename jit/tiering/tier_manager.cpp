@@ -218,7 +218,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     tiers::CompileResult r;
     try {
-        r = tier.compile(*gr.kernel, spec);
+        r = tier.compile_group({*exe_->graph, gr.group, &*gr.kernel}, spec);
     } catch (const std::exception& e) {  // a tier must not throw; if it does, it is a failure like any other
         r = tiers::CompileResult{};
         r.bailout = tiers::Bailout::backend_error;

@@ -17,7 +17,7 @@ namespace {
 std::atomic<int> g_fail_next{0};
 std::atomic<int> g_vector_bytes{-1};
 
-class AsmjitKernel final : public CompiledKernel {
+class AsmjitKernel final : public HostKernel {
 public:
     explicit AsmjitKernel(asmjit_tier::JitCode code) : code_(code) {}
     ~AsmjitKernel() override { asmjit_tier::release(code_); }

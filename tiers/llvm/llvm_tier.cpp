@@ -210,7 +210,7 @@ void dump(const LlvmTierOptions& opt, const std::string& kernel_name, llvm::Modu
 // libm and malloc), so kernels never clash by symbol name: an object file loaded from the
 // persistent cache keeps the name it was compiled with, and the same kernel may be loaded
 // again while an evicted copy is still running. Removing the JITDylib frees the code.
-class LlvmKernel final : public CompiledKernel {
+class LlvmKernel final : public HostKernel {
 public:
     LlvmKernel(orc::JITDylib* jd, KernelFn fn, std::size_t bytes) : jd_(jd), fn_(fn), bytes_(bytes) {}
     ~LlvmKernel() override { remove_dylib(jd_); }
