@@ -4,7 +4,7 @@
 #include <kiln/kiln.h>
 #include "skip.h"
 
-#include "profiling/trace.h"
+#include "profiling/chrome_trace.h"
 
 #include <filesystem>
 #include <fstream>
@@ -38,7 +38,7 @@ std::uint64_t count(const std::vector<std::string>& lines, std::initializer_list
 }  // namespace
 
 TEST_CASE("trace: escape keeps JSON strings valid") {
-    CHECK(profiling::Trace::escape("a\"b\\c\n") == "a\\\"b\\\\c\\u000a");
+    CHECK(profiling::ChromeTrace::escape("a\"b\\c\n") == "a\\\"b\\\\c\\u000a");
 }
 
 TEST_CASE("trace: the events of a short run match the function's stats") {

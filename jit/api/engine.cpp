@@ -44,9 +44,9 @@ void RetiredTotals::add(const FunctionStats& s) {
 }
 
 FunctionImpl::FunctionImpl(std::shared_ptr<const jit::Executable> x, const jit::Tunables& tunables,
-                           std::shared_ptr<RetiredTotals> r, jit::TierSet tier_set)
+                           std::shared_ptr<RetiredTotals> r, jit::EngineResources resources)
     : graph(x->graph), exe(x), profile(*x->graph, x->groups.size()), what("call of '" + x->graph->name + "'"),
-      tiers(x, profile, tunables, std::move(tier_set)), retired(std::move(r)) {}
+      tiers(x, profile, tunables, std::move(resources)), retired(std::move(r)) {}
 
 FunctionImpl::~FunctionImpl() {
     tiers.cancel_compiles();  // compiles that finish now still reach the retired totals
@@ -81,7 +81,7 @@ std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
 std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
                                                std::span<const Tensor> caller_outputs) {
     int tier = 0;
-    const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
+    const auto t0 = tiers.trace() ? profiling::ChromeTrace::Clock::now() : profiling::ChromeTrace::Clock::time_point{};
     std::vector<Tensor> out = jit::run_groups({*exe, sp, profile, &tiers, tiers.trace()}, inputs, &tier, caller_outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
@@ -92,15 +92,15 @@ std::vector<Tensor> FunctionImpl::call_planned(std::span<const Tensor> inputs, c
 void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::ShapePlan& sp,
                                      std::span<const Tensor> outputs) {
     int tier = 0;
-    const auto t0 = tiers.trace() ? profiling::Trace::Clock::now() : profiling::Trace::Clock::time_point{};
+    const auto t0 = tiers.trace() ? profiling::ChromeTrace::Clock::now() : profiling::ChromeTrace::Clock::time_point{};
     jit::run_groups_into({*exe, sp, profile, &tiers, tiers.trace()}, inputs, &tier, outputs);
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
 }
 
-void FunctionImpl::trace_call(profiling::Trace::Clock::time_point t0, int tier) {
-    if (auto* tr = tiers.trace()) tr->complete("call", exe->graph->name, t0, profiling::Trace::Clock::now(),
+void FunctionImpl::trace_call(profiling::ChromeTrace::Clock::time_point t0, int tier) {
+    if (auto* tr = tiers.trace()) tr->complete("call", exe->graph->name, t0, profiling::ChromeTrace::Clock::now(),
                                                "\"tier\":" + std::to_string(tier));
 }
 
@@ -190,15 +190,15 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
         std::filesystem::create_directories(options.dump_dir, ec);
         if (ec) support::log().warn("KILN_DUMP_DIR={}: cannot create it: {}", options.dump_dir, ec.message());
     }
-    if (!settings.trace_file.empty()) tier_set.trace = std::make_shared<profiling::Trace>(settings.trace_file);
-    tier_set.tier1 = jit::make_tier1(settings);
-    tier_set.tier2 = jit::make_tier2(settings);
-    tier_set.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
+    if (!settings.trace_file.empty()) resources.trace = std::make_shared<profiling::ChromeTrace>(settings.trace_file);
+    resources.tier1 = jit::make_tier1(settings);
+    resources.tier2 = jit::make_tier2(settings);
+    resources.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
     // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
     // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
-    if (!settings.cache_dir.empty()) tier_set.disk = jit::DiskCache::open(settings.cache_dir);
-    if ((tier_set.tier1 || tier_set.tier2) && settings.tunables.async_compile)
-        tier_set.queue = std::make_shared<jit::CompileQueue>(settings.compile_threads);
+    if (!settings.cache_dir.empty()) resources.disk = jit::DiskCache::open(settings.cache_dir);
+    if ((resources.tier1 || resources.tier2) && settings.tunables.async_compile)
+        resources.queue = std::make_shared<jit::CompileQueue>(settings.compile_threads);
     support::log().debug("engine created: {}", options.to_string());
 }
 EngineImpl::~EngineImpl() = default;
@@ -279,7 +279,7 @@ Function Engine::load(const Graph& graph) {
     std::shared_ptr<const jit::Executable> exe = jit::lower_function(graph.impl(), impl_->settings.pipeline);
     // The function's tier-up policy, on the engine's tiers, queue and caches.
     auto f = std::make_shared<detail::FunctionImpl>(std::move(exe), impl_->settings.tunables, impl_->retired,
-                                                    impl_->tier_set);
+                                                    impl_->resources);
     std::lock_guard<std::mutex> lock(impl_->mu);
     // Drop entries of functions that no longer exist, so the list stays bounded.
     std::erase_if(impl_->functions, [](const auto& w) { return w.expired(); });
@@ -304,15 +304,15 @@ EngineStats Engine::stats() const {
         ++e.functions;
         detail::accumulate(e, s, true);
     }
-    const jit::CodeCacheStats cs = impl_->tier_set.cache->stats();
+    const jit::CodeCacheStats cs = impl_->resources.cache->stats();
     e.code_cache_bytes = cs.bytes;
     e.code_cache_limit_bytes = cs.limit_bytes;
     e.code_cache_entries = cs.entries;
     e.code_cache_hits = cs.hits;
     e.code_cache_misses = cs.misses;
     e.code_cache_evictions = cs.evictions;
-    if (impl_->tier_set.disk) {
-        const jit::DiskCacheStats ds = impl_->tier_set.disk->stats();
+    if (impl_->resources.disk) {
+        const jit::DiskCacheStats ds = impl_->resources.disk->stats();
         e.persistent_cache_hits = ds.hits;
         e.persistent_cache_misses = ds.misses;
         e.persistent_cache_writes = ds.writes;

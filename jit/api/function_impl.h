@@ -7,7 +7,7 @@
 #include "jit/tiering/settings.h"
 #include "jit/tiering/tier_manager.h"
 #include "profiling/profile.h"
-#include "profiling/trace.h"
+#include "profiling/chrome_trace.h"
 
 #include <tbb/global_control.h>
 
@@ -29,7 +29,7 @@ struct RetiredTotals {
 class FunctionImpl {
 public:
     FunctionImpl(std::shared_ptr<const jit::Executable> exe, const jit::Tunables& tunables,
-                 std::shared_ptr<RetiredTotals> retired, jit::TierSet tier_set);
+                 std::shared_ptr<RetiredTotals> retired, jit::EngineResources resources);
     ~FunctionImpl();
     FunctionImpl(const FunctionImpl&) = delete;
     FunctionImpl& operator=(const FunctionImpl&) = delete;
@@ -47,7 +47,7 @@ public:
     jit::ShapePlanRef shape_plan(std::span<const Tensor> inputs);
     FunctionStats stats() const;
     // KILN_TRACE: one "call" event from t0 to now (no-op when tracing is off).
-    void trace_call(profiling::Trace::Clock::time_point t0, int tier);
+    void trace_call(profiling::ChromeTrace::Clock::time_point t0, int tier);
 
     Graph graph;
     std::shared_ptr<const jit::Executable> exe;  // what lower_function made of the graph
@@ -72,7 +72,7 @@ public:
     mutable std::mutex mu;
     std::vector<std::weak_ptr<FunctionImpl>> functions;
     std::shared_ptr<RetiredTotals> retired = std::make_shared<RetiredTotals>();
-    jit::TierSet tier_set;  // the compiling tiers this build and options provide, and the compile queue
+    jit::EngineResources resources;  // the compiling tiers this build and options provide, and the compile queue
 };
 
 }  // namespace kiln::detail

@@ -147,8 +147,8 @@ private:
         prof.deopts.fetch_add(1, std::memory_order_relaxed);
         if (auto* tr = trace_) {
             const std::string fact = code.versions.front().guard.first_failure(s_.params.data(), gr.kernel->params);
-            const std::string group = "\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\"";
-            tr->instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::Trace::escape(fact) + "\"");
+            const std::string group = "\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\"";
+            tr->instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::ChromeTrace::escape(fact) + "\"");
             tr->instant("guard", "deopt", group + ",\"to_tier\":" + std::to_string(to));
         }
     }
@@ -159,7 +159,7 @@ private:
     const ShapePlan& sp_;
     profiling::FunctionProfile& profile_;
     CallObserver* const observer_;
-    profiling::Trace* const trace_;
+    profiling::ChromeTrace* const trace_;
     std::span<const Tensor> inputs_, caller_outputs_;
     CallScratch& s_;
     const MemoryPlan& mp_;
@@ -278,7 +278,7 @@ int CallRunner::run() {
     const auto& step_of = x_.step_of;
     int top = 0;
     const bool jit = observer_ && observer_->compiles();  // without a compiling tier, groups go straight to the interpreter
-    profiling::Trace* const tr = trace_;
+    profiling::ChromeTrace* const tr = trace_;
     for (auto& grp : x_.groups) {
         GroupRuntime& gr = *grp;
         const passes::Group& group = gr.group;

@@ -15,7 +15,7 @@
 #include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
 #include "profiling/profile.h"
-#include "profiling/trace.h"
+#include "profiling/chrome_trace.h"
 
 namespace kiln::jit {
 
@@ -38,7 +38,7 @@ struct CallPlan {
     const ShapePlan& shapes;
     profiling::FunctionProfile& profile;  // per group: calls, time, guard failures, deopts
     CallObserver* observer = nullptr;
-    profiling::Trace* trace = nullptr;  // KILN_TRACE: calls, groups, guard failures
+    profiling::ChromeTrace* trace = nullptr;  // KILN_TRACE: calls, groups, guard failures
 };
 
 inline constexpr std::uint64_t kTimingPeriod = 16;

@@ -22,7 +22,7 @@ std::uint64_t scaled(std::int64_t threshold, std::uint64_t backoff) {
 void set_compile_delay_for_testing(std::chrono::milliseconds delay) { g_compile_delay_ms.store(delay.count()); }
 
 TierManager::TierManager(std::shared_ptr<const Executable> exe, const profiling::FunctionProfile& profile,
-                         const Tunables& tunables, TierSet tiers)
+                         const Tunables& tunables, EngineResources tiers)
     : exe_(std::move(exe)), profile_(profile), name_(exe_->graph->name), tunables_(tunables), tiers_(std::move(tiers)) {
     if (tiers_.queue && tunables_.async_compile) ticket_ = tiers_.queue->new_ticket();
     if (!tiers_.cache) tiers_.cache = std::make_shared<CodeCache>(0);
@@ -84,7 +84,7 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
             gr->publish(std::move(next));
             gr->evictions.fetch_add(dropped, std::memory_order_relaxed);
             if (auto* tr = trace())
-                tr->instant("cache", "evict", "\"group\":\"" + profiling::Trace::escape(gr->group.name) +
+                tr->instant("cache", "evict", "\"group\":\"" + profiling::ChromeTrace::escape(gr->group.name) +
                                                   "\",\"tier\":" + std::to_string(e->tier) +
                                                   ",\"bytes\":" + std::to_string(e->bytes));
         }
@@ -172,8 +172,8 @@ void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr,
     tr->complete("compile", name_ + "/" + gr.group.name + " -> tier " + std::to_string(tier.level()), t0,
                  std::chrono::steady_clock::now(),
                  "\"backend\":\"" + std::string(tier.name()) + "\",\"tier\":" + std::to_string(tier.level()) +
-                     ",\"group\":\"" + profiling::Trace::escape(gr.group.name) + "\",\"generic\":" +
-                     (generic ? "true" : "false") + ",\"bound\":\"" + profiling::Trace::escape(bound) +
+                     ",\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\",\"generic\":" +
+                     (generic ? "true" : "false") + ",\"bound\":\"" + profiling::ChromeTrace::escape(bound) +
                      "\",\"outcome\":\"" + outcome + "\",\"cache\":\"" + cache + "\"");
 }
 

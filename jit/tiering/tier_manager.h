@@ -25,7 +25,7 @@
 #include "jit/tiering/compile_queue.h"
 #include "jit/tiering/disk_cache.h"
 #include "jit/tiering/settings.h"
-#include "profiling/trace.h"
+#include "profiling/chrome_trace.h"
 
 #include <array>
 #include <atomic>
@@ -70,10 +70,10 @@ struct TierUpState {
 };
 
 // The compiling tiers and the compile queue an engine gives its functions (any may be null).
-struct TierSet {
+struct EngineResources {
     std::shared_ptr<tiers::Tier> tier1, tier2;
     std::shared_ptr<CompileQueue> queue;
-    std::shared_ptr<profiling::Trace> trace;  // KILN_TRACE: compiles are recorded here
+    std::shared_ptr<profiling::ChromeTrace> trace;  // KILN_TRACE: compiles are recorded here
     std::shared_ptr<CodeCache> cache;         // the engine's code cache (null: a private unbounded one)
     std::shared_ptr<DiskCache> disk;          // KILN_CACHE_DIR (null: none)
 };
@@ -85,7 +85,7 @@ class TierManager final : public CallObserver {
 public:
     // `profile`: the function's, which outlives this manager (its counters drive the policy).
     TierManager(std::shared_ptr<const Executable> exe, const profiling::FunctionProfile& profile,
-                const Tunables& tunables, TierSet tiers);
+                const Tunables& tunables, EngineResources tiers);
     ~TierManager();  // cancel_compiles()
     // Drops this function's queued compiles and waits for its running ones; no compile of it
     // runs afterwards.
@@ -94,7 +94,7 @@ public:
     TierManager& operator=(const TierManager&) = delete;
 
     const TierCounters& counters() const { return counters_; }
-    profiling::Trace* trace() const { return tiers_.trace.get(); }
+    profiling::ChromeTrace* trace() const { return tiers_.trace.get(); }
     // Whether this function has a compiling tier (CallObserver).
     bool compiles() const override { return tiers_.tier1 != nullptr || tiers_.tier2 != nullptr; }
     // Blocks until every compile requested so far has finished (Function::wait_for_compiles).
@@ -138,7 +138,7 @@ private:
     const profiling::FunctionProfile& profile_;
     const std::string& name_;  // the function's
     Tunables tunables_;
-    TierSet tiers_;
+    EngineResources tiers_;
     std::shared_ptr<CompileQueue::Ticket> ticket_;
     TierCounters counters_;
 };

@@ -15,15 +15,15 @@
 
 namespace kiln::profiling {
 
-class Trace {
+class ChromeTrace {
 public:
     using Clock = std::chrono::steady_clock;
     static constexpr std::size_t kMaxEvents = 1'000'000;
 
-    explicit Trace(std::string path);
-    ~Trace();  // writes the file (errors are logged, never thrown)
-    Trace(const Trace&) = delete;
-    Trace& operator=(const Trace&) = delete;
+    explicit ChromeTrace(std::string path);
+    ~ChromeTrace();  // writes the file (errors are logged, never thrown)
+    ChromeTrace(const ChromeTrace&) = delete;
+    ChromeTrace& operator=(const ChromeTrace&) = delete;
 
     // A span [t0, t1) named `name` in category `cat` ("call", "group", "compile") on the
     // calling thread; `args` is a JSON object body without braces (e.g. "\"tier\":2") or empty.

@@ -1,4 +1,4 @@
-#include "profiling/trace.h"
+#include "profiling/chrome_trace.h"
 
 #include "src/support/log.h"
 
@@ -8,9 +8,9 @@
 
 namespace kiln::profiling {
 
-Trace::Trace(std::string path) : path_(std::move(path)) {}
+ChromeTrace::ChromeTrace(std::string path) : path_(std::move(path)) {}
 
-Trace::~Trace() {
+ChromeTrace::~ChromeTrace() {
     std::ofstream out(path_, std::ios::trunc);
     if (!out) {
         support::log().error("KILN_TRACE={}: cannot write the trace file", path_);
@@ -23,7 +23,7 @@ Trace::~Trace() {
     if (!out) support::log().error("KILN_TRACE={}: writing the trace file failed", path_);
 }
 
-std::string Trace::escape(std::string_view s) {
+std::string ChromeTrace::escape(std::string_view s) {
     std::string r;
     r.reserve(s.size());
     for (char c : s) {
@@ -41,15 +41,15 @@ std::string Trace::escape(std::string_view s) {
     return r;
 }
 
-double Trace::us(Clock::time_point t) const { return std::chrono::duration<double, std::micro>(t - origin_).count(); }
+double ChromeTrace::us(Clock::time_point t) const { return std::chrono::duration<double, std::micro>(t - origin_).count(); }
 
-std::uint64_t Trace::thread_id() {
+std::uint64_t ChromeTrace::thread_id() {
     static std::atomic<std::uint64_t> next{1};
     thread_local const std::uint64_t id = next.fetch_add(1, std::memory_order_relaxed);
     return id;
 }
 
-void Trace::add(std::string event) {
+void ChromeTrace::add(std::string event) {
     std::lock_guard<std::mutex> lock(mu_);
     if (events_.size() >= kMaxEvents) {
         ++dropped_;
@@ -58,7 +58,7 @@ void Trace::add(std::string event) {
     events_.push_back(std::move(event));
 }
 
-void Trace::complete(std::string_view cat, std::string_view name, Clock::time_point t0, Clock::time_point t1,
+void ChromeTrace::complete(std::string_view cat, std::string_view name, Clock::time_point t0, Clock::time_point t1,
                      std::string_view args) {
     char head[160];
     std::snprintf(head, sizeof head, "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%llu", us(t0),
@@ -68,7 +68,7 @@ void Trace::complete(std::string_view cat, std::string_view name, Clock::time_po
         std::string(args) + "}}");
 }
 
-void Trace::instant(std::string_view cat, std::string_view name, std::string_view args) {
+void ChromeTrace::instant(std::string_view cat, std::string_view name, std::string_view args) {
     char head[128];
     std::snprintf(head, sizeof head, "\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":1,\"tid\":%llu", us(Clock::now()),
                   static_cast<unsigned long long>(thread_id()));
