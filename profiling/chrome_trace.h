@@ -6,6 +6,8 @@
 // Events are buffered in memory (bounded: past kMaxEvents they are counted as dropped) and
 // the file is written when the last owner (the engine or a function it loaded) lets go.
 // Observes only: nothing reads the trace to decide anything.
+#include "src/support/limits.h"
+
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -18,7 +20,7 @@ namespace kiln::profiling {
 class ChromeTrace {
 public:
     using Clock = std::chrono::steady_clock;
-    static constexpr std::size_t kMaxEvents = 1'000'000;
+    static constexpr std::size_t kMaxEvents = limits::trace_max_events;
 
     explicit ChromeTrace(std::string path);
     ~ChromeTrace();  // writes the file (errors are logged, never thrown)

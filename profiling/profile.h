@@ -12,6 +12,7 @@
 // the signatures when read, not updated per call.
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
+#include "src/support/limits.h"
 
 #include <array>
 #include <atomic>
@@ -85,7 +86,7 @@ public:
     // Distinct signatures kept; past this, new ones are counted under `other_signatures`.
     // Their dim values still count in the histograms, which keep at most this many values
     // per symbol (a dim that takes many values keeps its first ones).
-    static constexpr std::size_t kMaxSignatures = 256;
+    static constexpr std::size_t kMaxSignatures = limits::profile_signatures_kept;
     std::uint64_t other_signatures() const;
 
 private:

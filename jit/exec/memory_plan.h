@@ -23,6 +23,7 @@
 // allocates nothing for its intermediates. Tests: tests/test_memory_plan.cpp.
 #include "src/ir/ir.h"
 #include "src/passes/fuse.h"
+#include "src/support/limits.h"
 
 #include <kiln/tensor.h>
 
@@ -36,7 +37,7 @@
 
 namespace kiln::jit {
 
-inline constexpr std::size_t kArenaAlign = 64;
+inline constexpr std::size_t kArenaAlign = limits::arena_align;
 
 // One buffer to place: its size in bytes and its live range in group steps (inclusive:
 // defined by group `first`, last read by group `last`).
@@ -104,7 +105,7 @@ private:
 //   allocator, whose cache keeps large blocks mapped).
 class ArenaPool {
 public:
-    static constexpr std::size_t kSlots = 8;
+    static constexpr std::size_t kSlots = limits::arena_pool_slots;
 
     ArenaPool() = default;
     ArenaPool(const ArenaPool&) = delete;

@@ -16,6 +16,7 @@
 #include "jit/exec/shape_plan.h"
 #include "profiling/profile.h"
 #include "profiling/chrome_trace.h"
+#include "src/support/limits.h"
 
 namespace kiln::jit {
 
@@ -41,7 +42,7 @@ struct CallPlan {
     profiling::ChromeTrace* trace = nullptr;  // KILN_TRACE: calls, groups, guard failures
 };
 
-inline constexpr std::uint64_t kTimingPeriod = 16;
+inline constexpr std::uint64_t kTimingPeriod = limits::timing_period;
 // How many calls the time of a group's call number `index` (from 0) stands for: 0 when the
 // call is not timed.
 constexpr std::uint64_t timing_weight(std::uint64_t index) {

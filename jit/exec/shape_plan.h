@@ -64,7 +64,7 @@ private:
 // signatures are planned per call and not kept (memory stays bounded).
 class ShapePlanCache {
 public:
-    static constexpr std::size_t kCapacity = 64;
+    static constexpr std::size_t kCapacity = limits::shape_plans_kept;
     ShapePlanCache() = default;
     ShapePlanCache(const ShapePlanCache&) = delete;
     ShapePlanCache& operator=(const ShapePlanCache&) = delete;

@@ -8,6 +8,7 @@
 // and an outer index that covers a block of output channels and a block of output pixels
 // (MatmulHint::col_block), so that threads split the pixels of one image.
 #include "src/kir/lower_ctx.h"
+#include "src/support/limits.h"
 
 #include <algorithm>
 #include <sstream>
@@ -19,10 +20,10 @@ using ir::ValueId;
 
 // Output channels per outer index: all of a group's channels in common networks (each
 // block packs the im2col panel once), a multiple of every register tile height (4, 6, 8).
-constexpr std::int64_t kRowBlock = 144;
+constexpr std::int64_t kRowBlock = limits::conv_row_block;
 // Output pixels per outer index: a few GEMM column panels, enough blocks to split an image
 // across threads.
-constexpr std::int64_t kColBlock = 512;
+constexpr std::int64_t kColBlock = limits::conv_col_block;
 
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {

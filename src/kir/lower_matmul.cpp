@@ -2,6 +2,7 @@
 // broadcast batch dims, 1-D operands) and its fused epilogue chain, as the plain loop nest
 // that kir.h documents with MatmulHint, plus the hint itself.
 #include "src/kir/lower_ctx.h"
+#include "src/support/limits.h"
 
 #include <algorithm>
 #include <sstream>
@@ -11,9 +12,8 @@ namespace {
 
 using ir::ValueId;
 
-// Rows per outer index (one block of rows of one batch entry). A multiple of the register
-// tiles the backends use (4, 6, 8, 12, 16 rows).
-constexpr std::int64_t kRowBlock = 48;
+// Rows per outer index (one block of rows of one batch entry; src/support/limits.def).
+constexpr std::int64_t kRowBlock = limits::matmul_row_block;
 
 }  // namespace
 
