@@ -44,18 +44,21 @@ struct ShapeSignatureCount {
 };
 
 // The counters of both structs are listed once, with their meaning, in <kiln/stats_fields.def>.
+// KILN_STAT_IN_FUNCTION_<scope>(x) and KILN_STAT_IN_ENGINE_<scope>(x) expand to x when a
+// counter of that scope is a field of FunctionStats (resp. EngineStats), else to nothing.
+#define KILN_STAT_IN_FUNCTION_F(x) x
+#define KILN_STAT_IN_FUNCTION_E(x)
+#define KILN_STAT_IN_FUNCTION_FE(x) x
+#define KILN_STAT_IN_FUNCTION_FL(x) x
+#define KILN_STAT_IN_ENGINE_F(x)
+#define KILN_STAT_IN_ENGINE_E(x) x
+#define KILN_STAT_IN_ENGINE_FE(x) x
+#define KILN_STAT_IN_ENGINE_FL(x) x
+
 struct FunctionStats {
     std::string name;
-#define KILN_STAT_F(type, field) type field{};
-#define KILN_STAT_E(type, field)
-#define KILN_STAT_FE(type, field) type field{};
-#define KILN_STAT_FL(type, field) type field{};
-#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(type, field)
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_IN_FUNCTION_##scope(type field{};)
 #include <kiln/stats_fields.def>
-#undef KILN_STAT_F
-#undef KILN_STAT_E
-#undef KILN_STAT_FE
-#undef KILN_STAT_FL
     std::vector<GroupStats> groups;
     std::map<std::string, std::uint64_t> bailouts;  // compile outcomes other than success, by reason
     std::vector<ShapeSignatureCount> signatures;                          // most called first
@@ -66,16 +69,8 @@ struct FunctionStats {
 // Totals over every function the engine loaded, including those no longer alive, and the
 // engine's code caches.
 struct EngineStats {
-#define KILN_STAT_F(type, field)
-#define KILN_STAT_E(type, field) type field{};
-#define KILN_STAT_FE(type, field) type field{};
-#define KILN_STAT_FL(type, field) type field{};
-#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(type, field)
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_IN_ENGINE_##scope(type field{};)
 #include <kiln/stats_fields.def>
-#undef KILN_STAT_F
-#undef KILN_STAT_E
-#undef KILN_STAT_FE
-#undef KILN_STAT_FL
     std::string to_json() const;
 };
 

@@ -10,6 +10,7 @@
 #include <tbb/global_control.h>
 
 #include <filesystem>
+#include <string_view>
 
 namespace kiln {
 namespace detail {
@@ -25,17 +26,11 @@ void add_to(Tiers& total, const Tiers& v) {
 // Adds a function's counters to engine totals (<kiln/stats_fields.def>): the FE ones always,
 // the FL ones (what a function holds now) when it is `live`.
 void accumulate(EngineStats& e, const FunctionStats& s, bool live) {
-#define KILN_STAT_F(field)
-#define KILN_STAT_E(field)
-#define KILN_STAT_FE(field) add_to(e.field, s.field);
-#define KILN_STAT_FL(field) \
-    if (live) add_to(e.field, s.field);
-#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+    // The counters of both structs (FE and FL); FL ones only while the function lives.
+#define KILN_STAT(scope, type, field, doc)        \
+    KILN_STAT_IN_ENGINE_##scope(KILN_STAT_IN_FUNCTION_##scope( \
+        if (live || std::string_view(#scope) != "FL") add_to(e.field, s.field);))
 #include <kiln/stats_fields.def>
-#undef KILN_STAT_F
-#undef KILN_STAT_E
-#undef KILN_STAT_FE
-#undef KILN_STAT_FL
 }
 
 void RetiredTotals::add(const FunctionStats& s) {

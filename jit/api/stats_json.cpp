@@ -52,16 +52,8 @@ std::string value(const Tiers& v) { return array(v); }
 std::string FunctionStats::to_json() const {
     std::ostringstream os;
     os << "{\"name\":" << quote(name);
-#define KILN_STAT_F(field) os << ",\"" #field "\":" << value(field);
-#define KILN_STAT_E(field)
-#define KILN_STAT_FE(field) KILN_STAT_F(field)
-#define KILN_STAT_FL(field) KILN_STAT_F(field)
-#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+#define KILN_STAT(scope, type, field, doc) KILN_STAT_IN_FUNCTION_##scope(os << ",\"" #field "\":" << value(field);)
 #include <kiln/stats_fields.def>
-#undef KILN_STAT_F
-#undef KILN_STAT_E
-#undef KILN_STAT_FE
-#undef KILN_STAT_FL
     os << ",\"groups\":[";
     for (std::size_t i = 0; i < groups.size(); ++i)
         os << (i ? "," : "") << "{\"name\":" << quote(groups[i].name) << ",\"kind\":" << quote(groups[i].kind)
@@ -101,18 +93,9 @@ std::string FunctionStats::to_json() const {
 std::string EngineStats::to_json() const {
     std::ostringstream os;
     const char* sep = "{";
-#define KILN_STAT_E(field)                                  \
-    os << sep << "\"" #field "\":" << value(field);          \
-    sep = ",";
-#define KILN_STAT_F(field)
-#define KILN_STAT_FE(field) KILN_STAT_E(field)
-#define KILN_STAT_FL(field) KILN_STAT_E(field)
-#define KILN_STAT(scope, type, field, doc) KILN_STAT_##scope(field)
+#define KILN_STAT(scope, type, field, doc) \
+    KILN_STAT_IN_ENGINE_##scope(os << sep << "\"" #field "\":" << value(field); sep = ",";)
 #include <kiln/stats_fields.def>
-#undef KILN_STAT_F
-#undef KILN_STAT_E
-#undef KILN_STAT_FE
-#undef KILN_STAT_FL
     os << "}";
     return os.str();
 }
