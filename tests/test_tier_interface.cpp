@@ -21,10 +21,15 @@ namespace {
 class MapEnv final : public tiers::ValueEnv {
 public:
     MapEnv(const ir::Graph& g, const jit::ShapePlan& sp) : g_(g), sp_(sp) {}
-    const Tensor& value(ir::ValueId v) override {
+    const Tensor& value(ir::ValueId v) {
         auto it = values.find(v);
         REQUIRE_MESSAGE(it != values.end(), "value %" << v << " read before it was defined");
         return it->second;
+    }
+    const std::vector<Tensor>& operands(ir::ValueId v) override {
+        args.clear();
+        for (ir::ValueId in : g_.nodes[static_cast<std::size_t>(v)].inputs) args.push_back(value(in));
+        return args;
     }
     const ir::Node& node(ir::ValueId v) override {
         const auto id = static_cast<std::size_t>(v);
@@ -36,6 +41,7 @@ public:
         values[v] = std::move(t);
     }
     std::map<ir::ValueId, Tensor> values;
+    std::vector<Tensor> args;
     int defined = 0;
 
 private:

@@ -56,9 +56,11 @@ using KernelFn = void (*)(void* const* buffers, const std::int64_t* params, std:
 // The values of one call, for code that runs on tensors (tier 0) rather than on buffers.
 class ValueEnv {
 public:
-    virtual const Tensor& value(ir::ValueId v) = 0;   // an input, a constant or a value computed before
     virtual const ir::Node& node(ir::ValueId v) = 0;  // the node, its attributes concrete at this call's shapes
     virtual const Shape& shape(ir::ValueId v) = 0;    // the value's shape at this call
+    // The operands of node `v` (inputs, constants or values computed before), in a vector the
+    // env owns and reuses; valid until define().
+    virtual const std::vector<Tensor>& operands(ir::ValueId v) = 0;
     // The value node `v` computed. The call then frees what `v` read for the last time.
     virtual void define(ir::ValueId v, Tensor t) = 0;
 

@@ -66,7 +66,7 @@ struct CallScratch {
     std::vector<const Tensor*> val;  // per value id: its tensor in this call (null: not made, released, or arena only)
     std::vector<Tensor> owned;       // per value id: the tensor this call made for it, if any
     std::vector<std::byte*> addr;    // per value id: where a compiled group wrote it in the arena, if it did
-    std::vector<Tensor> keep;
+    std::vector<Tensor> args, keep;  // a node's operands for tier 0; dense copies for compiled code
     std::vector<std::int64_t> params;
     std::vector<void*> buffers;
     ArenaPool::Lease arena;
@@ -75,6 +75,7 @@ struct CallScratch {
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
+        args.clear();
         keep.clear();
         arena_storage.reset();
         arena.reset();
@@ -123,7 +124,11 @@ public:
     Tensor take(std::size_t id, bool last);
 
     // tiers::ValueEnv
-    const Tensor& value(ir::ValueId v) override { return tensor(static_cast<std::size_t>(v)); }
+    const std::vector<Tensor>& operands(ir::ValueId v) override {
+        s_.args.clear();
+        for (auto in : g_.nodes[static_cast<std::size_t>(v)].inputs) s_.args.push_back(tensor(static_cast<std::size_t>(in)));
+        return s_.args;
+    }
     const ir::Node& node(ir::ValueId v) override {
         const auto id = static_cast<std::size_t>(v);
         return sp_.nodes[id] ? *sp_.nodes[id] : g_.nodes[id];
@@ -131,6 +136,7 @@ public:
     const Shape& shape(ir::ValueId v) override { return sp_.shapes[static_cast<std::size_t>(v)]; }
     void define(ir::ValueId v, Tensor t) override {
         const auto id = static_cast<std::size_t>(v);
+        s_.args.clear();  // the operands go before release_inputs frees what they hold
         s_.owned[id] = std::move(t);
         s_.val[id] = &s_.owned[id];
         release_inputs(id, x_.step_of[id]);
@@ -215,12 +221,8 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
 }
 
 void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g) {
-    // Values live where their code put them (Executable::place); a group whose code runs
-    // elsewhere than its inputs needs them copied there. Today code and values all live on the
-    // host; the GPU tier adds the copies.
-    for (auto in : g.inputs)
-        KILN_CHECK(x_.place[static_cast<std::size_t>(in)] == v.code->place(),
-                   g.name << ": an input lives elsewhere than the group's code, and no copy exists yet");
+    // Every value lives on the host (Executable::place) and every tier's code is host code;
+    // the GPU tier adds the copies a group needs where its code's place and its inputs' differ.
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
     s_.buffers.clear();
     for (auto in : g.inputs) {
