@@ -1,15 +1,15 @@
 #pragma once
 // The profile of one function, recorded from the first call: how often each concrete shape
 // signature is called, a histogram of each symbolic dim's values, and per fusion group its
-// calls, compiled calls, time, guard failures and deopts. The executor records it; the JIT's
-// tier-up policy decides from it (a group's time orders the compile queue, its interpreted
-// calls trigger tier 1) and FunctionStats reports the same counters. Observes only;
-// thread-safe.
+// calls, time by kind of code, param signatures, guard failures and deopts
+// (profiling/group_profile.h). The executor records it; the JIT's tier-up policy decides
+// from it and FunctionStats reports the same counters. Observes only; thread-safe.
 //
 // Recording a call at a kept signature takes no lock: each kept signature has its own
 // relaxed atomic counter (found through a lock-free table, or held by the caller: the
 // function's cached shape plans point to theirs), and the dim histograms are derived from
 // the signatures when read, not updated per call.
+#include "profiling/group_profile.h"
 #include "src/ir/bindings.h"
 #include "src/ir/ir.h"
 #include "src/support/limits.h"
@@ -24,21 +24,6 @@
 #include <vector>
 
 namespace kiln::profiling {
-
-// One fusion group's counters (relaxed atomics: statistics, not synchronisation).
-struct GroupProfile {
-    std::atomic<std::uint64_t> calls{0};           // every call of the group
-    std::atomic<std::uint64_t> compiled_calls{0};  // the calls that ran compiled code
-    std::atomic<std::uint64_t> ns{0};              // time on every tier (sampled: jit/exec/run_plan.h)
-    std::atomic<std::uint64_t> guard_failures{0};  // calls whose compiled versions' guards all failed
-    std::atomic<std::uint64_t> deopts{0};          // calls that ran on a lower tier than the group's best code
-    // calls - compiled_calls (never below 0 while calls run concurrently).
-    std::uint64_t interpreted_calls() const {
-        const std::uint64_t compiled = compiled_calls.load(std::memory_order_relaxed);
-        const std::uint64_t all = calls.load(std::memory_order_relaxed);
-        return all > compiled ? all - compiled : 0;
-    }
-};
 
 struct SignatureCount {
     std::vector<Shape> shapes;

@@ -159,8 +159,8 @@ kiln::Engine& interp_engine();
 kiln::Options interp_options();
 // A tier threshold that is never reached.
 inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-// The JIT on with these tier thresholds (kNever: that tier never), compiles on the calling
-// thread unless `async`.
+// The JIT on with these tier thresholds (kNever: that tier never) deciding alone
+// (KILN_TIERUP=count, so counts are exact), compiles on the calling thread unless `async`.
 kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_threshold, bool async = false);
 // Options for tests of tier-2 kernels: jit_options(kNever, 2): tier 2 after 2 calls of a
 // shape, never tier 1 (it leaves GEMM kernels to tier 2).

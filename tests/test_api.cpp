@@ -27,7 +27,8 @@ TEST_CASE("options: defaults are the documented ones") {
     Options o;
     CHECK(o.jit);
     CHECK(o.tier1_threshold == 2);
-    CHECK(o.tier2_threshold == 50);
+    CHECK(o.tier2_threshold == 20);
+    CHECK(o.tierup == "time");
     CHECK(o.max_specializations == 8);
     CHECK(o.async_compile);
     CHECK(o.compile_threads == 1);

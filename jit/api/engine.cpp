@@ -125,6 +125,23 @@ FunctionStats FunctionImpl::stats() const {
         }
         if (!gr.kernel) g.note = gr.lower_failure;
         else if (!tiers.compiles()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";
+        // The policy's view: time per call by tier, its last estimate and decision.
+        using profiling::CodeKind;
+        g.us_per_call_by_tier[0] = prof.mean_ns(CodeKind::interpreted) * 1e-3;
+        g.us_per_call_by_tier[1] = prof.mean_ns(CodeKind::baseline) * 1e-3;
+        const double tg = static_cast<double>(prof.timed_calls(CodeKind::generic));
+        const double ts = static_cast<double>(prof.timed_calls(CodeKind::specialised));
+        if (tg + ts > 0)
+            g.us_per_call_by_tier[2] =
+                (prof.mean_ns(CodeKind::generic) * tg + prof.mean_ns(CodeKind::specialised) * ts) / (tg + ts) * 1e-3;
+        g.signatures = prof.distinct_signatures();
+        if (gr.kernel) {
+            g.specializations = static_cast<std::uint64_t>(gr.tierup->specializations.load());
+            const jit::TierUpDecision d = tiers.decision(gr);
+            g.expected_saving_ms = d.est.saving_us * 1e-3;
+            g.compile_cost_ms = d.est.cost_us * 1e-3;
+            g.tierup = tiers.describe(gr);
+        }
         s.guard_failures += prof.guard_failures.load(std::memory_order_relaxed);
         s.deopts += prof.deopts.load(std::memory_order_relaxed);
         s.evictions += gr.evictions.load(std::memory_order_relaxed);
@@ -154,6 +171,7 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.tunables.tier1_threshold = o.tier1_threshold;
     s.tunables.tier2_threshold = o.tier2_threshold;
     s.tunables.max_specializations = o.max_specializations;
+    s.tunables.by_time = o.tierup == "time";
     s.tunables.async_compile = o.async_compile;
     s.compile_threads = static_cast<std::size_t>(o.compile_threads);
     s.code_cache_bytes = static_cast<std::size_t>(o.code_cache_bytes);
@@ -189,6 +207,7 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     resources.tier1 = jit::make_tier1(settings);
     resources.tier2 = jit::make_tier2(settings);
     resources.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
+    resources.costs = std::make_shared<jit::CostModel>();
     // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
     // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
     if (!settings.cache_dir.empty()) resources.disk = jit::DiskCache::open(settings.cache_dir);

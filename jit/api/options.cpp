@@ -78,6 +78,7 @@ void Options::validate() const {
     check_min("KILN_NUM_THREADS", num_threads, 0, "an integer >= 0 (0 = all cores)");
     check_min("KILN_CODE_CACHE_BYTES", code_cache_bytes, 0,
               "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
+    if (tierup != "time" && tierup != "count") bad("KILN_TIERUP", tierup, "time or count");
     if (std::find(kDevices.begin(), kDevices.end(), device) == kDevices.end())
         bad("KILN_DEVICE", device, "auto, cpu, cuda or hip");
     if (!support::is_log_level(log_level)) bad("KILN_LOG", log_level, "off, error, warn, info, debug or trace");

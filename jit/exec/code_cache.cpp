@@ -16,6 +16,11 @@ void add_user(CodeEntry& e, const std::shared_ptr<GroupRuntime>& user) {
 }
 }  // namespace
 
+bool CodeCache::contains(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.count(key) != 0 || claimed_.count(key) != 0;
+}
+
 std::shared_ptr<CodeEntry> CodeCache::find(const std::string& key, const std::shared_ptr<GroupRuntime>& user) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);

@@ -77,6 +77,8 @@ public:
     // at once compile it once.
     std::shared_ptr<CodeEntry> find_or_claim(const std::string& key, const std::shared_ptr<GroupRuntime>& user);
     void release(const std::string& key);
+    // Whether code for `key` is resident or being made (nothing counted, nothing touched).
+    bool contains(const std::string& key) const;
     // Admits freshly made code for `key` and records `user`; when another compile admitted
     // the key first, returns that entry instead (the new code is dropped). Entries evicted
     // to make room are appended to `evicted`.

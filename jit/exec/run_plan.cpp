@@ -291,6 +291,7 @@ int CallRunner::run() {
         const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
         bool done = false, planned = false;
         int ran = 0;  // the tier the group ran on
+        profiling::CodeKind kind = profiling::CodeKind::interpreted;
         // Zero-size buffers run on the interpreter: it raises the errors the op owes
         // (e.g. max over an empty row) and costs nothing.
         if (jit && gr.kernel && !has_empty_buffer(group, sp_)) {
@@ -305,6 +306,9 @@ int CallRunner::run() {
                 if (const CompiledVersion* v = select_version(*code, s_.params.data())) {
                     run_compiled(*v, *gr.kernel, group);
                     ran = v->tier;
+                    kind = v->tier < 2  ? profiling::CodeKind::baseline
+                           : v->generic ? profiling::CodeKind::generic
+                                        : profiling::CodeKind::specialised;
                     top = std::max(top, v->tier);
                     prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
                     done = true;
@@ -323,12 +327,19 @@ int CallRunner::run() {
         // Free what this group read for the last time (compiled groups read all at once).
         std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
         for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
+        std::uint64_t ns = 0;
         if (weight) {
             const Clock::time_point t1 = Clock::now();
-            prof.ns.fetch_add(weight * ns_between(t0, t1), std::memory_order_relaxed);
+            ns = ns_between(t0, t1);
+            prof.record_time(kind, ns, weight);
             if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
         }
-        if (planned && ran < 2) observer_->group_ran(gr, s_.params, ran);
+        // The policy hears of every call below specialised code, and of the timed ones of
+        // specialised code (steady-state calls of specialised code take no lock).
+        if (planned && (kind != profiling::CodeKind::specialised || weight)) {
+            const std::uint64_t calls = kind == profiling::CodeKind::specialised ? weight : 1;
+            observer_->group_ran(gr, s_.params, kind, prof.record_signature(s_.params, kind, ns, weight, calls));
+        }
     }
     return top;
 }

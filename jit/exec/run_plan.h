@@ -27,9 +27,11 @@ public:
     // Whether code can be compiled at all (without a compiling tier, groups go straight to
     // the interpreter and their params are not computed).
     virtual bool compiles() const = 0;
-    // Group `gr` ran on tier `ran_tier` (0: the interpreter, 1: the baseline) with these
-    // params. Not called for groups that ran tier-2 code.
-    virtual void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) = 0;
+    // Group `gr` ran `ran` code with these params; `sig` is what its profile now holds for
+    // them. Called for every call below specialised tier-2 code and for the timed calls of
+    // specialised code (run_plan.h's header: timing is sampled).
+    virtual void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, profiling::CodeKind ran,
+                           const profiling::SignatureObservation& sig) = 0;
 };
 
 // What a call runs: the function's executable plan, the shape plan of its inputs, and the

@@ -111,6 +111,11 @@ std::string DiskCache::path_of(const std::string& key) const {
     return dir_ + "/" + support::hex64(a) + support::hex64(b) + ".kobj";
 }
 
+bool DiskCache::contains(const std::string& key) const {
+    std::error_code ec;
+    return std::filesystem::exists(path_of(key), ec);
+}
+
 std::optional<DiskEntry> DiskCache::load(const std::string& key) {
     const std::string path = path_of(key);
     std::ifstream in(path, std::ios::binary);

@@ -39,6 +39,8 @@ public:
 
     // The entry stored under `key`, or nullopt (missing, or rejected: see above).
     std::optional<DiskEntry> load(const std::string& key);
+    // Whether an entry for `key` is stored (not read, not checked, not counted).
+    bool contains(const std::string& key) const;
     // Stores an entry (atomically replacing any previous one); failures are counted and
     // logged, never thrown.
     void store(const std::string& key, const DiskEntry& entry);

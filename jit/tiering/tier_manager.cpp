@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <thread>
 
 namespace kiln::jit {
@@ -26,6 +27,7 @@ TierManager::TierManager(std::shared_ptr<const Executable> exe, const profiling:
     : exe_(std::move(exe)), profile_(profile), name_(exe_->graph->name), tunables_(tunables), tiers_(std::move(tiers)) {
     if (tiers_.queue && tunables_.async_compile) ticket_ = tiers_.queue->new_ticket();
     if (!tiers_.cache) tiers_.cache = std::make_shared<CodeCache>(0);
+    if (!tiers_.costs) tiers_.costs = std::make_shared<CostModel>();
     for (const auto& gr : exe_->groups) gr->tierup = std::make_shared<TierUpState>();
 }
 
@@ -73,13 +75,12 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
                     --st.generic_compiles;
                 } else {
                     st.specializations.fetch_sub(1, std::memory_order_relaxed);
-                    std::vector<std::int64_t> sig;
-                    for (const auto& p : v.spec.params) sig.push_back(p.value_or(0));
-                    st.signature_calls.erase(sig);  // another threshold of calls before it is compiled again
                 }
             }
             if (!dropped) continue;
             st.backoff = std::min(st.backoff * 2, tunables_.max_backoff);
+            st.uncovered = 0;
+            st.probe.valid = false;
             std::erase_if(next->versions, [&](const CompiledVersion& v) { return v.entry.get() == e; });
             gr->publish(std::move(next));
             gr->evictions.fetch_add(dropped, std::memory_order_relaxed);
@@ -92,35 +93,232 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
     evicted.clear();
 }
 
-void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) {
+void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, profiling::CodeKind ran,
+                            const profiling::SignatureObservation& sig) {
     if (!gr.kernel || !compiles()) return;
     TierUpState& st = *gr.tierup;
-    const profiling::GroupProfile& prof = profile_.group(gr.index);
     bool t1 = false, t2 = false, generic = false;
+    TierUpDecision d1, d2;
     {
         std::lock_guard<std::mutex> lock(st.mu);
-        if (st.rebase_interpreted) {  // count from the call after the eviction (this one, when interpreted)
-            st.interpreted_base = prof.interpreted_calls() - (ran_tier == 0 ? 1 : 0);
-            st.rebase_interpreted = false;
+        learn(gr, st, ran, sig);
+        if (ran == profiling::CodeKind::interpreted) {
+            t1 = weigh_tier1(gr, st);
+            d1 = st.last;
         }
-        if (tiers_.tier1 && ran_tier == 0 && !st.tier1_requested &&
-            prof.interpreted_calls() - st.interpreted_base >=
-                scaled(tunables_.tier1_threshold, st.backoff)) {
-            st.tier1_requested = t1 = true;
+        if (ran == profiling::CodeKind::generic) t2 = weigh_specialization(gr, st, params, sig);
+        else if (ran != profiling::CodeKind::specialised) t2 = weigh_tier2(gr, st, params, ran, sig, &generic);
+        else if (st.last.what != TierUpDecision::What::compiling) st.last = TierUpDecision{TierUpDecision::What::settled};
+        if (t2) {
+            st.compiling = true;
+            st.last.what = TierUpDecision::What::compiles;
         }
-        if (tiers_.tier2 && !st.blacklisted && !st.compiling) {
-            auto it = st.signature_calls.find(params);
-            if (it == st.signature_calls.end() && st.signature_calls.size() < tunables_.max_tracked_signatures)
-                it = st.signature_calls.emplace(params, 0).first;
-            if (it != st.signature_calls.end() && ++it->second >= scaled(tunables_.tier2_threshold, st.backoff)) {
-                bool room = st.specializations.load(std::memory_order_relaxed) < tunables_.max_specializations;
-                generic = !room || st.signature_calls.size() > tunables_.distinct_before_generic;
-                if (!generic || st.generic_compiles < tunables_.max_generic_versions) st.compiling = t2 = true;  // else nothing more to try
-            }
-        }
+        d2 = st.last;
+        if (t1 && !t2) st.last = d1;
     }
-    if (t1) request_tier1(gr);
-    if (t2) request_tier2(gr, params, generic);
+    if (t1) {
+        trace_decision(gr, d1, "tier 1");
+        request_tier1(gr);
+    }
+    if (t2) {
+        trace_decision(gr, d2, generic ? "tier 2 generic" : "tier 2 specialised");
+        request_tier2(gr, params, generic);
+    }
+}
+
+namespace {
+using profiling::CodeKind;
+using What = TierUpDecision::What;
+}  // namespace
+
+void TierManager::learn(GroupRuntime& gr, TierUpState& st, CodeKind ran, const profiling::SignatureObservation& sig) {
+    // One signature's time on `ran` against its time on each lower kind of code: the same
+    // work, so their ratio is what the step was worth. Taught once per pair and group, after
+    // a few timed calls on the new code (its first call may pay for cold caches).
+    constexpr std::uint64_t kTimedBeforeLearning = 3;
+    if (!sig.kept || sig.time.timed[profiling::index_of(ran)] < kTimedBeforeLearning) return;
+    for (std::size_t from = 0; from < profiling::index_of(ran); ++from) {
+        const auto bit = static_cast<std::uint16_t>(1u << (from * profiling::kNumCodeKinds + profiling::index_of(ran)));
+        if ((st.learned & bit) || sig.time.timed[from] == 0) continue;
+        st.learned |= bit;
+        const auto f = static_cast<CodeKind>(from);
+        tiers_.costs->record_ratio(f, ran, gr.group.kind, sig.time.mean_ns(ran) / sig.time.mean_ns(f));
+    }
+}
+
+bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
+    if (!tiers_.tier1 || st.tier1_requested) return false;
+    const profiling::GroupProfile& prof = profile_.group(gr.index);
+    if (st.rebase_interpreted) {  // count from the call after the eviction (this one)
+        st.interpreted_base = prof.interpreted_calls() - 1;
+        st.rebase_interpreted = false;
+    }
+    TierUpDecision d{What::waits, 1};
+    d.waited = prof.interpreted_calls() - st.interpreted_base;
+    d.bound = scaled(tunables_.tier1_threshold, st.backoff);
+    const auto calls = prof.calls.load(std::memory_order_relaxed);
+    d.est = estimate_tierup(prof.mean_ns(CodeKind::interpreted),
+                            tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind), calls,
+                            tunables_.min_future_calls, tiers_.costs->compile_us(1, gr.group.kind), st.backoff);
+    st.last = d;
+    if (d.waited < d.bound && !(tunables_.by_time && d.est.pays())) return false;
+    st.tier1_requested = true;
+    st.last.what = What::compiles;
+    return true;
+}
+
+bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, CodeKind ran,
+                              const profiling::SignatureObservation& sig, bool* generic) {
+    if (!tiers_.tier2) return false;
+    if (st.blacklisted) {
+        st.last = TierUpDecision{What::blacklisted, 2};
+        return false;
+    }
+    if (st.compiling) {
+        if (st.last.what != What::compiles) st.last.what = What::compiling;
+        return false;
+    }
+    ++st.uncovered;
+    const profiling::GroupProfile& prof = profile_.group(gr.index);
+    const int specs = st.specializations.load(std::memory_order_relaxed);
+    // One signature seen: a specialisation; several: the dims that varied stay free.
+    *generic = sig.distinct > 1 || specs >= tunables_.max_specializations;
+    if (*generic && st.generic_compiles >= tunables_.max_generic_versions) {
+        st.last = TierUpDecision{What::full, 2, true};
+        return false;
+    }
+    const CodeKind next = *generic ? CodeKind::generic : CodeKind::specialised;
+    double now = prof.mean_ns(ran);
+    if (now == 0 && ran == CodeKind::baseline)  // not timed on tier 1 yet: the interpreter's time, scaled
+        now = prof.mean_ns(CodeKind::interpreted) *
+              tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
+    TierUpDecision d{What::waits, 2, *generic};
+    d.waited = st.uncovered;
+    d.bound = scaled(tunables_.tier2_threshold, st.backoff);
+    d.est = estimate_tierup(now, tiers_.costs->time_ratio(ran, next, gr.group.kind),
+                            prof.calls.load(std::memory_order_relaxed), tunables_.min_future_calls,
+                            tiers_.costs->compile_us(2, gr.group.kind), st.backoff);
+    // Code already made costs nothing to take (probed only when that decides).
+    if (tunables_.by_time && d.waited < d.bound && !d.est.pays() && made_already(gr, st, params, *generic, sig.distinct))
+        d.est.cost_us = 0;
+    st.last = d;
+    return d.waited >= d.bound || (tunables_.by_time && d.est.pays());
+}
+
+bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
+                                       const profiling::SignatureObservation& sig) {
+    if (!tiers_.tier2 || st.compiling || st.blacklisted) return false;
+    if (st.specializations.load(std::memory_order_relaxed) >= tunables_.max_specializations) {
+        st.last = TierUpDecision{What::full, 2, false};
+        return false;
+    }
+    constexpr auto g = profiling::index_of(CodeKind::generic);
+    if (!sig.kept) return false;
+    TierUpDecision d{What::waits, 2, false};
+    if (!tunables_.by_time) {  // KILN_TIERUP=count: after tier2_threshold calls at the signature
+        d.waited = sig.time.calls;
+        d.bound = scaled(tunables_.tier2_threshold, st.backoff);
+        st.last = d;
+        return d.waited >= d.bound;
+    }
+    if (sig.time.timed[g] < tunables_.min_timed_for_specialization) return false;
+    d.est = estimate_tierup(sig.time.mean_ns(CodeKind::generic),
+                            tiers_.costs->time_ratio(CodeKind::generic, CodeKind::specialised, gr.group.kind),
+                            sig.time.calls, tunables_.min_future_calls, tiers_.costs->compile_us(2, gr.group.kind),
+                            st.backoff);
+    if (!d.est.pays() && made_already(gr, st, params, false, sig.distinct)) d.est.cost_us = 0;
+    st.last = d;
+    return d.est.pays();
+}
+
+kir::Specialization TierManager::tier2_spec(const GroupRuntime& gr, const TierUpState& st,
+                                            const std::vector<std::int64_t>& params, bool generic) const {
+    kir::Specialization spec;
+    spec.params.resize(gr.kernel->params.size());
+    // A first generic version binds what every observed signature agreed on; a later one nothing.
+    std::vector<bool> varying;
+    if (generic && st.generic_compiles == 0) varying = profile_.group(gr.index).varying_params();
+    for (std::size_t p = 0; p < params.size() && p < spec.params.size(); ++p) {
+        const bool bind = !generic || (st.generic_compiles == 0 && p < varying.size() && !varying[p]);
+        if (bind) spec.params[p] = params[p];
+    }
+    return spec;
+}
+
+bool TierManager::made_already(const GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
+                               bool generic, std::size_t distinct) const {
+    // The version a probe is for: a generic one is the same while the group's distinct
+    // signatures are; a specialisation is its params.
+    TierUpState::Probe& p = st.probe;
+    if (p.valid && p.generic == generic && p.generic_compiles == st.generic_compiles &&
+        (generic ? p.distinct == distinct : p.params == params))
+        return p.made;
+    const std::string key = code_key(*tiers_.tier2, gr.kir_text(), tier2_spec(gr, st, params, generic));
+    p = TierUpState::Probe{true, generic, st.generic_compiles, distinct, params,
+                           tiers_.cache->contains(key) ||
+                               (tiers_.disk && tiers_.tier2->persists_code() && tiers_.disk->contains(key))};
+    return p.made;
+}
+
+void TierManager::trace_decision(const GroupRuntime& gr, const TierUpDecision& d, const char* why) {
+    auto* tr = trace();
+    if (!tr) return;
+    auto num = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f", v);
+        return std::string(buf);
+    };
+    tr->instant("tierup", name_ + "/" + gr.group.name + " -> " + why,
+                "\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\",\"tier\":" +
+                    std::to_string(d.tier) + ",\"generic\":" + (d.generic ? "true" : "false") +
+                    ",\"now_us\":" + num(d.est.now_ns * 1e-3) + ",\"next_us\":" + num(d.est.next_ns * 1e-3) +
+                    ",\"future_calls\":" + num(d.est.future_calls) + ",\"saving_ms\":" + num(d.est.saving_us * 1e-3) +
+                    ",\"cost_ms\":" + num(d.est.cost_us * 1e-3) + ",\"calls_waited\":" + std::to_string(d.waited) +
+                    ",\"bound\":" + std::to_string(d.bound) + ",\"by\":\"" +
+                    (d.est.pays() ? "time" : "threshold") + "\"");
+}
+
+TierUpDecision TierManager::decision(const GroupRuntime& gr) const {
+    if (!gr.tierup) return {};
+    std::lock_guard<std::mutex> lock(gr.tierup->mu);
+    return gr.tierup->last;
+}
+
+std::string TierManager::describe(const GroupRuntime& gr) const {
+    if (!gr.kernel) return "";
+    TierUpState& st = *gr.tierup;
+    TierUpDecision d;
+    std::string declined;
+    {
+        std::lock_guard<std::mutex> lock(st.mu);
+        d = st.last;
+        declined = st.tier1_declined;
+    }
+    auto ms = [](double us) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g ms", us * 1e-3);
+        return std::string(buf);
+    };
+    const std::string step =
+        d.tier == 1 ? "tier 1" : d.generic ? "a generic tier-2 version" : "a tier-2 specialisation";
+    const std::string numbers = "saves " + ms(d.est.saving_us) + " (" + ms(d.est.now_ns * 1e-3) + " -> " +
+                                ms(d.est.next_ns * 1e-3) + " a call x " + std::to_string(static_cast<std::uint64_t>(d.est.future_calls)) +
+                                " calls), costs " + ms(d.est.cost_us);
+    std::string out;
+    switch (d.what) {
+        case What::none: out = compiles() ? "not run yet" : "no compiling tier"; break;
+        case What::waits:
+            out = "waits for " + step + ": " + numbers;
+            if (d.bound) out += "; " + std::to_string(d.waited) + " of " + std::to_string(d.bound) + " calls before the threshold";
+            break;
+        case What::compiles: out = "requested " + step + ": " + numbers; break;
+        case What::compiling: out = "compiling " + step; break;
+        case What::settled: out = "runs specialised code"; break;
+        case What::full: out = d.generic ? "generic versions used up" : "specialisations used up"; break;
+        case What::blacklisted: out = "blacklisted after repeated compile failures"; break;
+    }
+    if (!declined.empty()) out += "; tier 1 declined it: " + declined;
+    return out;
 }
 
 void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params) {
@@ -134,8 +332,8 @@ void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64
         if (st.blacklisted || st.compiling) return;
         generic = st.specializations.load(std::memory_order_relaxed) >= tunables_.max_specializations;
         if (generic && st.generic_compiles >= tunables_.max_generic_versions) return;
-        if (st.signature_calls.size() < tunables_.max_tracked_signatures) st.signature_calls.emplace(params, 0);
         st.compiling = true;
+        st.last = TierUpDecision{What::compiles, 2, generic};
     }
     request_tier2(gr, params, generic);
 }
@@ -234,6 +432,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
         const auto t = static_cast<std::size_t>(std::clamp(tier.level(), 0, static_cast<int>(kNumTiers) - 1));
         gr.compiles_by_tier[t].fetch_add(1, std::memory_order_relaxed);
         gr.compile_us_by_tier[t].fetch_add(o.us, std::memory_order_relaxed);
+        tiers_.costs->record_compile(tier.level(), gr.group.kind, static_cast<double>(o.us));
     } else {
         counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
     }
@@ -258,6 +457,7 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
             // Not retried: a generic kernel's bail-out is deterministic (tier1_requested stays set).
             support::log().info("{}: {} stays below tier 1 ({}: {})", name_, gr.group.name,
                                 tiers::bailout_name(o.result.bailout), o.result.detail);
+            st.tier1_declined = o.result.detail.empty() ? std::string(tiers::bailout_name(o.result.bailout)) : o.result.detail;
             return;
         }
         // Code evicted since it was found is not published (the cache no longer accounts it).
@@ -276,27 +476,15 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
 }
 
 void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
-    const kir::Kernel& k = *gr.kernel;
     TierUpState& st = *gr.tierup;
     kir::Specialization spec;
-    spec.params.resize(k.params.size());
     Guard guard;
     {
         std::lock_guard<std::mutex> lock(st.mu);
-        for (std::size_t p = 0; p < params.size(); ++p) {
-            bool bind = true;
-            if (generic) {
-                // First generic version: bind what every observed signature agreed on.
-                if (st.generic_compiles > 0) bind = false;
-                for (const auto& [sig, n] : st.signature_calls)
-                    if (sig[p] != params[p]) bind = false;
-            }
-            if (bind) {
-                spec.params[p] = params[p];
-                guard.bound.emplace_back(static_cast<int>(p), params[p]);
-            }
-        }
+        spec = tier2_spec(gr, st, params, generic);
     }
+    for (std::size_t p = 0; p < spec.params.size(); ++p)
+        if (spec.params[p]) guard.bound.emplace_back(static_cast<int>(p), *spec.params[p]);
     std::vector<Evicted> evicted;
     Obtained o = obtain(*tiers_.tier2, gr, spec, generic, &evicted);
     const bool slow = o.entry && o.compiled && o.us > tunables_.compile_budget_us;
@@ -304,13 +492,15 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
     {
         std::lock_guard<std::mutex> lock(st.mu);
         st.compiling = false;
+        st.uncovered = 0;
+        st.probe.valid = false;
         if (!o.entry || slow) {
             if (++st.failures >= tunables_.max_failures) st.blacklisted = true;
+            st.backoff = std::min(st.backoff * 2, tunables_.max_backoff);
             support::log().info("{}: {} compile {} ({}: {}){}", name_, gr.group.name, slow ? "over budget" : "failed",
                                 tiers::bailout_name(slow ? tiers::Bailout::timeout : o.result.bailout), o.result.detail,
                                 st.blacklisted ? "; blacklisted" : "");
-            // Back off: the signature counts start again, so the next try needs another threshold of calls.
-            st.signature_calls.clear();
+            if (st.blacklisted) st.last = TierUpDecision{What::blacklisted, 2};
         }
         if (o.entry && o.entry->resident.load(std::memory_order_acquire)) {
             auto next = std::make_shared<CodeSet>(*gr.code());

@@ -1,28 +1,40 @@
 #pragma once
-// The tier-up policy of one function: it takes the groups of the function's executable plan
-// (jit/exec/pipeline.h), hears from the executor after each group runs below tier 2
-// (jit/exec/run_plan.h: CallObserver), counts calls per group and shape signature, and
-// compiles when the policy says so (thresholds and limits: jit/tiering/tunables.def):
-//   - tier 1 (baseline, generic: every dim a run-time argument) once a group has run
-//     `tier1_threshold` times on the interpreter;
-//   - tier 2, after `tier2_threshold` calls of a group at one signature (its param values)
-//     on a lower tier, a specialisation with every param bound, while the group holds fewer
-//     than `max_specializations` (so the function holds at most that many per group: one
-//     per shape signature of traffic) and the group has seen few distinct signatures;
-//   - otherwise (a dim keeps changing, or the limit is reached) one generic tier-2 version
-//     that binds only the params every observed signature agreed on; if its guard fails
-//     later, a second generic version with no param bound. No recompile storms: at most
-//     max_specializations + 2 tier-2 compiles per group succeed, and failures back off and
-//     then blacklist the group.
+// The tier-up policy of one function. It takes the groups of the function's executable plan
+// (jit/exec/pipeline.h), hears from the executor after each group runs (jit/exec/run_plan.h:
+// CallObserver) and decides from the group's profile (profiling/group_profile.h: its time per
+// call on each kind of code, per param signature) and the engine's cost model
+// (jit/tiering/cost_model.h: compile costs measured, speed-ups learned):
+//   - a group compiles when the time it is expected to save pays for the compile:
+//       (time per call now - estimated time per call on the next code)
+//         x expected future calls (as many as it has run, at least min_future_calls)
+//       >= the compile's cost (0 when the code is already made: this engine's code cache or
+//          KILN_CACHE_DIR), times the group's backoff;
+//     so a group that costs 30 ms a call compiles after its first call and a 2 µs one waits;
+//   - the count thresholds are the bounds: a group compiles at the latest after
+//     tier1_threshold calls on the interpreter (tier 1) and tier2_threshold calls below
+//     tier 2 (tier 2), whatever the estimate (1: at the first call);
+//   - tier 1 (the baseline) is generic: one version serves every shape;
+//   - the first tier-2 version binds the params every observed signature agreed on: all
+//     of them when the group has seen one signature (a specialisation), only the dims that
+//     never changed when they vary (a generic version), so mixed traffic runs compiled code
+//     within a few calls. When a generic version's guard fails (a dim it bound changed), a
+//     second one binds nothing. At most max_generic_versions;
+//   - a signature that runs generic code gets its own specialisation (up to
+//     max_specializations per group) only when the estimated gain over the generic code,
+//     times its expected calls, pays for the compile.
+// No recompile storms: at most max_specializations + max_generic_versions tier-2 versions per
+// group; evictions and failures double the group's backoff (it scales both the count bound
+// and the cost), and max_failures failures blacklist it.
 // Compiles run on the engine's CompileQueue (jit/tiering/compile_queue.h) unless async_compile is
 // off or there is no queue: calls never wait for them and run the best code already
 // published. Jobs are ordered by the group's share of its function's time (hot groups
-// first) and tier-1 jobs before tier-2 ones. One compile per group and tier is in flight at
-// a time (identical requests are made once).
+// first) and tier-1 jobs before tier-2 ones. One tier-2 compile per group is in flight at
+// a time.
 #include "jit/exec/code_cache.h"
 #include "jit/exec/group_runtime.h"
 #include "jit/exec/run_plan.h"
 #include "jit/tiering/compile_queue.h"
+#include "jit/tiering/cost_model.h"
 #include "jit/tiering/disk_cache.h"
 #include "jit/tiering/settings.h"
 #include "profiling/chrome_trace.h"
@@ -46,26 +58,57 @@ struct TierCounters {
     std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};  // by tiers::Bailout
 };
 
+// The policy's last decision about a group (for FunctionStats), under TierUpState::mu.
+struct TierUpDecision {
+    enum class What : std::uint8_t {
+        none,          // nothing weighed yet (no call, or no compiling tier)
+        waits,         // a compile was weighed and does not pay yet
+        compiles,      // a compile was requested
+        compiling,     // a tier-2 compile is in flight
+        settled,       // the code it runs is the best the policy will make for it
+        full,          // no more versions allowed (generic versions or specialisations used up)
+        blacklisted,   // too many compile failures
+    };
+    What what = What::none;
+    int tier = 0;          // of the compile weighed
+    bool generic = false;  // a generic tier-2 version (else specialised, for tier 2)
+    TierUpEstimate est;
+    std::uint64_t waited = 0, bound = 0;  // calls counted toward the threshold, and the threshold
+};
+
 // The tier-up policy's state of one group (GroupRuntime::tierup), under `mu`.
 struct TierUpState {
     std::mutex mu;
-    std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;  // param values -> calls (bounded)
     int failures = 0;          // compile failures of this group
     bool blacklisted = false;  // too many failures: never tried again
-    bool compiling = false;    // a tier-2 compile is in flight (identical requests are not repeated)
-    // Tier 1: requested after tier1_threshold interpreted calls (the profile's calls less its
-    // compiled calls, counted from `interpreted_base`, which a reset moves to the count then);
-    // requested once, whatever the outcome (a generic version serves every shape, and its
-    // bail-outs are deterministic).
+    bool compiling = false;    // a tier-2 compile is in flight (one at a time)
+    // Tier 1: interpreted calls (the profile's calls less its compiled calls) are counted
+    // from `interpreted_base`, which a reset moves to the count then; requested once,
+    // whatever the outcome (a generic version serves every shape, and its bail-outs are
+    // deterministic: `tier1_declined` says why).
     std::uint64_t interpreted_base = 0;
     // Set when an eviction (which may be handled by another function's manager, without this
     // group's profile) took the tier-1 version: the next call moves interpreted_base.
     bool rebase_interpreted = false;
     bool tier1_requested = false;
+    std::string tier1_declined;
+    std::uint64_t uncovered = 0;  // calls below tier 2 since the last tier-2 compile ended (or the code was evicted)
     int generic_compiles = 0;
-    // Each eviction of this group's code doubles the calls it needs before compiling again
-    // (up to Tunables::max_backoff), so a cache too small for the traffic cannot cause a compile storm.
+    // Each eviction or failure doubles the calls and the cost this group needs before
+    // compiling again (up to Tunables::max_backoff), so a cache too small for the traffic
+    // cannot cause a compile storm.
     std::uint64_t backoff = 1;
+    std::uint16_t learned = 0;  // (from, to) pairs of code kinds whose speed ratio this group taught the cost model
+    // The last probe of the caches for the next tier-2 version (TierManager::made_already).
+    struct Probe {
+        bool valid = false;
+        bool generic = false;
+        int generic_compiles = 0;
+        std::size_t distinct = 0;
+        std::vector<std::int64_t> params;
+        bool made = false;  // the code was there
+    } probe;
+    TierUpDecision last;
     std::atomic<int> specializations{0};  // fully bound versions of this group (read without the lock by stats)
 };
 
@@ -76,6 +119,7 @@ struct EngineResources {
     std::shared_ptr<profiling::ChromeTrace> trace;  // KILN_TRACE: compiles are recorded here
     std::shared_ptr<CodeCache> cache;         // the engine's code cache (null: a private unbounded one)
     std::shared_ptr<DiskCache> disk;          // KILN_CACHE_DIR (null: none)
+    std::shared_ptr<CostModel> costs;         // the engine's estimates (null: a private one)
 };
 
 // Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.
@@ -107,15 +151,35 @@ public:
     // Call holding no group lock.
     void drop(std::vector<Evicted>& evicted);
 
-    // Called after a group ran below tier 2 (`ran_tier`: 0 the interpreter, 1 the baseline)
-    // with these params: counts the call and the signature and requests compiles when the
-    // policy says so (CallObserver).
-    void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, int ran_tier) override;
+    // Called after a group ran (see CallObserver): records what the cost model can learn
+    // from the signature and requests compiles when the policy says so.
+    void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, profiling::CodeKind ran,
+                   const profiling::SignatureObservation& sig) override;
     // Requests (no threshold) a tier-2 version covering these params, unless one exists, the
     // group is blacklisted, or a compile is in flight (warmup; wait_for_compiles waits for it).
     void ensure_compiled(GroupRuntime& gr, const std::vector<std::int64_t>& params);
+    const CostModel& costs() const { return *tiers_.costs; }
+    // The policy's last decision about `gr`, in words (FunctionStats: GroupStats::tierup).
+    std::string describe(const GroupRuntime& gr) const;
+    TierUpDecision decision(const GroupRuntime& gr) const;
 
 private:
+    // The policy's steps for one observed call, under the group's lock; each returns
+    // whether to request that compile.
+    void learn(GroupRuntime& gr, TierUpState& st, profiling::CodeKind ran, const profiling::SignatureObservation& sig);
+    bool weigh_tier1(GroupRuntime& gr, TierUpState& st);
+    bool weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
+                     profiling::CodeKind ran, const profiling::SignatureObservation& sig, bool* generic);
+    bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
+                              const profiling::SignatureObservation& sig);
+    // What the next tier-2 version of `gr` for `params` binds (TierUpState::mu held).
+    kir::Specialization tier2_spec(const GroupRuntime& gr, const TierUpState& st,
+                                   const std::vector<std::int64_t>& params, bool generic) const;
+    // Whether the code of the next tier-2 version for `params` is already made (the code
+    // cache or KILN_CACHE_DIR); probed once per version (TierUpState::probe).
+    bool made_already(const GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, bool generic,
+                      std::size_t distinct) const;
+    void trace_decision(const GroupRuntime& gr, const TierUpDecision& d, const char* why);
     void request_tier1(GroupRuntime& gr);
     void request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
     void submit(GroupRuntime& gr, double boost, std::function<void()> job);
