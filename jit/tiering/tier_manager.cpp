@@ -202,7 +202,7 @@ bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vect
     if (tunables_.by_time && d.waited < d.bound && !d.est.pays() && made_already(gr, st, params, *generic, sig.distinct))
         d.est.cost_us = 0;
     st.last = d;
-    return d.waited >= d.bound || (tunables_.by_time && d.est.pays());
+    return (d.waited >= d.bound || (tunables_.by_time && d.est.pays())) && !covered(gr, params, false);
 }
 
 bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
@@ -219,7 +219,7 @@ bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const 
         d.waited = sig.time.calls;
         d.bound = scaled(tunables_.tier2_threshold, st.backoff);
         st.last = d;
-        return d.waited >= d.bound;
+        return d.waited >= d.bound && !covered(gr, params, true);
     }
     if (sig.time.timed[g] < tunables_.min_timed_for_specialization) return false;
     d.est = estimate_tierup(sig.time.mean_ns(CodeKind::generic),
@@ -228,7 +228,13 @@ bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const 
                             st.backoff);
     if (!d.est.pays() && made_already(gr, st, params, false, sig.distinct)) d.est.cost_us = 0;
     st.last = d;
-    return d.est.pays();
+    return d.est.pays() && !covered(gr, params, true);
+}
+
+bool TierManager::covered(const GroupRuntime& gr, const std::vector<std::int64_t>& params, bool specialised) const {
+    for (const auto& v : gr.code()->versions)
+        if (v.tier >= 2 && (!specialised || !v.generic) && v.guard.check(params.data())) return true;
+    return false;
 }
 
 kir::Specialization TierManager::tier2_spec(const GroupRuntime& gr, const TierUpState& st,

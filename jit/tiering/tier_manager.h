@@ -172,6 +172,10 @@ private:
                      profiling::CodeKind ran, const profiling::SignatureObservation& sig, bool* generic);
     bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                               const profiling::SignatureObservation& sig);
+    // Whether a published tier-2 version (a specialisation, if `specialised`) covers these
+    // params: a call that chose its code before that version was published reports the
+    // code it ran, which must not ask for the version again.
+    bool covered(const GroupRuntime& gr, const std::vector<std::int64_t>& params, bool specialised) const;
     // What the next tier-2 version of `gr` for `params` binds (TierUpState::mu held).
     kir::Specialization tier2_spec(const GroupRuntime& gr, const TierUpState& st,
                                    const std::vector<std::int64_t>& params, bool generic) const;
