@@ -101,6 +101,11 @@ public:
     // plans them, and compiles every group that tier 2 can compile for them; returns when
     // those compiles are done.
     void warmup(const std::vector<std::vector<Shape>>& shape_sets) const;
+    // Prepares for the traffic an earlier process served with this graph: with
+    // KILN_CACHE_DIR set, compiles (or loads from it) the tier-2 versions that process held,
+    // as it recorded them there, and returns when they are ready. Returns how many of the
+    // recorded versions this function holds now (0: no persistent cache, or no record).
+    std::size_t warmup() const;
     // Returns when no compile for this function is queued or running.
     void wait_for_compiles() const;
     FunctionStats stats() const;

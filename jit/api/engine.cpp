@@ -272,6 +272,8 @@ void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
     for (const auto& shapes : shape_sets) f.tiers.warmup(*f.shape_plan(shapes));
 }
 
+std::size_t Function::warmup() const { return impl_of(impl_).tiers.warmup_recorded(); }
+
 void Function::wait_for_compiles() const { impl_of(impl_).tiers.wait_for_compiles(); }
 
 FunctionStats Function::stats() const { return impl_of(impl_).stats(); }

@@ -104,11 +104,11 @@ std::string DiskCache::full_key(const std::string& key) const {
     return std::string("kiln ") + version_string() + "\n" + key;
 }
 
-std::string DiskCache::path_of(const std::string& key) const {
+std::string DiskCache::path_of(const std::string& key, Kind kind) const {
     const std::string k = full_key(key);
     const std::uint64_t a = support::Hasher().str(k).digest();
     const std::uint64_t b = support::Hasher().str("second half").str(k).digest();
-    return dir_ + "/" + support::hex64(a) + support::hex64(b) + ".kobj";
+    return dir_ + "/" + support::hex64(a) + support::hex64(b) + (kind == Kind::code ? ".kobj" : ".krec");
 }
 
 bool DiskCache::contains(const std::string& key) const {
@@ -116,11 +116,12 @@ bool DiskCache::contains(const std::string& key) const {
     return std::filesystem::exists(path_of(key), ec);
 }
 
-std::optional<DiskEntry> DiskCache::load(const std::string& key) {
-    const std::string path = path_of(key);
+std::optional<DiskEntry> DiskCache::load(const std::string& key, Kind kind) {
+    const bool count = kind == Kind::code;
+    const std::string path = path_of(key, kind);
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-        misses_.fetch_add(1, std::memory_order_relaxed);
+        if (count) misses_.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
     }
     std::string data;
@@ -130,7 +131,7 @@ std::optional<DiskEntry> DiskCache::load(const std::string& key) {
         data.append(buf, static_cast<std::size_t>(in.gcount()));
     }
     auto bad = [&](const char* why) -> std::optional<DiskEntry> {
-        reject(key, why);
+        reject(key, why, kind);
         return std::nullopt;
     };
     if (data.size() > kMaxFileBytes) return bad("larger than any entry Kiln writes");
@@ -150,11 +151,12 @@ std::optional<DiskEntry> DiskCache::load(const std::string& key) {
     if (!r.str(&stored_key) || !r.str(&e.symbol) || !r.str(&e.object) || r.pos() != body)
         return bad("malformed fields");
     if (stored_key != full_key(key)) return bad("written for another kernel or configuration");
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    if (count) hits_.fetch_add(1, std::memory_order_relaxed);
     return e;
 }
 
-void DiskCache::store(const std::string& key, const DiskEntry& entry) {
+void DiskCache::store(const std::string& key, const DiskEntry& entry, Kind kind) {
+    const bool count = kind == Kind::code;
     std::string data(kMagic, sizeof kMagic);
     put_u64(data, kFormat);
     put_str(data, full_key(key));
@@ -162,7 +164,7 @@ void DiskCache::store(const std::string& key, const DiskEntry& entry) {
     put_str(data, entry.object);
     put_u64(data, checksum(data.data(), data.size()));
 
-    const std::string path = path_of(key);
+    const std::string path = path_of(key, kind);
     const std::string tmp = dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++g_tmp_counter);
     auto fail = [&](const std::string& what) {
         write_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -183,12 +185,12 @@ void DiskCache::store(const std::string& key, const DiskEntry& entry) {
     }
     if (::close(fd) != 0) return fail("close");
     if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename");
-    writes_.fetch_add(1, std::memory_order_relaxed);
+    if (count) writes_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void DiskCache::reject(const std::string& key, const std::string& why) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    const std::string path = path_of(key);
+void DiskCache::reject(const std::string& key, const std::string& why, Kind kind) {
+    if (kind == Kind::code) rejected_.fetch_add(1, std::memory_order_relaxed);
+    const std::string path = path_of(key, kind);
     support::log().warn("KILN_CACHE_DIR: ignoring {}: {}; the kernel is compiled again and the entry replaced", path, why);
     ::unlink(path.c_str());
 }

@@ -9,6 +9,8 @@
 // - Format: "KILNOBJ" magic, format version, key, entry symbol, object bytes, then a 64-bit
 //   checksum of everything before it. A truncated, corrupted or foreign entry is rejected
 //   (counted, logged), and the recompiled code replaces it.
+// - Beside code (NAME.kobj), records about it (NAME.krec: the tier-2 versions a function held,
+//   jit/tiering/version_record.h) in the same format; the stats count only code.
 // - Writes are atomic: a private temporary file in the directory, then rename(2); readers
 //   see the old entry or the new one, never a part.
 // - The directory is created with mode 0700 when missing. An existing directory must belong
@@ -37,18 +39,21 @@ public:
     // KILN_CACHE_DIR, the path and the problem when it is unsafe or unusable.
     static std::unique_ptr<DiskCache> open(const std::string& dir);
 
+    // What an entry holds: object code (NAME.kobj, counted in the stats), or a record about
+    // code (NAME.krec, e.g. jit/tiering/version_record.h; not counted).
+    enum class Kind : std::uint8_t { code, record };
     // The entry stored under `key`, or nullopt (missing, or rejected: see above).
-    std::optional<DiskEntry> load(const std::string& key);
-    // Whether an entry for `key` is stored (not read, not checked, not counted).
+    std::optional<DiskEntry> load(const std::string& key, Kind kind = Kind::code);
+    // Whether code for `key` is stored (not read, not checked, not counted).
     bool contains(const std::string& key) const;
     // Stores an entry (atomically replacing any previous one); failures are counted and
     // logged, never thrown.
-    void store(const std::string& key, const DiskEntry& entry);
+    void store(const std::string& key, const DiskEntry& entry, Kind kind = Kind::code);
     // Counts an entry that read back fine but that the tier could not load, and removes it.
-    void reject(const std::string& key, const std::string& why);
+    void reject(const std::string& key, const std::string& why, Kind kind = Kind::code);
 
     const std::string& dir() const { return dir_; }
-    std::string path_of(const std::string& key) const;  // where `key` is stored
+    std::string path_of(const std::string& key, Kind kind = Kind::code) const;  // where `key` is stored
     DiskCacheStats stats() const;
 
 private:

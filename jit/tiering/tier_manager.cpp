@@ -1,5 +1,7 @@
 #include "jit/tiering/tier_manager.h"
 
+#include "jit/tiering/version_record.h"
+
 #include "src/support/check.h"
 #include "src/support/log.h"
 
@@ -99,6 +101,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
     TierUpState& st = *gr.tierup;
     bool t1 = false, t2 = false, generic = false;
     TierUpDecision d1, d2;
+    kir::Specialization spec;
     {
         std::lock_guard<std::mutex> lock(st.mu);
         learn(gr, st, ran, sig);
@@ -112,6 +115,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
         if (t2) {
             st.compiling = true;
             st.last.what = TierUpDecision::What::compiles;
+            spec = tier2_spec(gr, st, params, generic);
         }
         d2 = st.last;
         if (t1 && !t2) st.last = d1;
@@ -122,7 +126,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
     }
     if (t2) {
         trace_decision(gr, d2, generic ? "tier 2 generic" : "tier 2 specialised");
-        request_tier2(gr, params, generic);
+        request_tier2(gr, std::move(spec), generic);
     }
 }
 
@@ -333,6 +337,7 @@ void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64
     for (const auto& v : gr.code()->versions)
         if (v.tier >= 2 && v.guard.check(params.data())) return;
     bool generic = false;
+    kir::Specialization spec;
     {
         std::lock_guard<std::mutex> lock(st.mu);
         if (st.blacklisted || st.compiling) return;
@@ -340,8 +345,9 @@ void TierManager::ensure_compiled(GroupRuntime& gr, const std::vector<std::int64
         if (generic && st.generic_compiles >= tunables_.max_generic_versions) return;
         st.compiling = true;
         st.last = TierUpDecision{What::compiles, 2, generic};
+        spec = tier2_spec(gr, st, params, generic);
     }
-    request_tier2(gr, params, generic);
+    request_tier2(gr, std::move(spec), generic);
 }
 
 // Queued jobs run by priority: the group's share of its function's time so far (hot groups
@@ -361,8 +367,8 @@ void TierManager::request_tier1(GroupRuntime& gr) {
     submit(gr, tunables_.tier1_priority_boost, [this, g = gr.shared_from_this()] { compile_tier1(*g); });
 }
 
-void TierManager::request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
-    submit(gr, 0.0, [this, g = gr.shared_from_this(), params, generic] { compile_tier2(*g, params, generic); });
+void TierManager::request_tier2(GroupRuntime& gr, kir::Specialization spec, bool generic) {
+    submit(gr, 0.0, [this, g = gr.shared_from_this(), spec = std::move(spec), generic] { compile_tier2(*g, spec, generic); });
 }
 
 void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr, const kir::Specialization& spec,
@@ -481,14 +487,9 @@ void TierManager::compile_tier1(GroupRuntime& gr) {
     drop(evicted);
 }
 
-void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic) {
+void TierManager::compile_tier2(GroupRuntime& gr, kir::Specialization spec, bool generic) {
     TierUpState& st = *gr.tierup;
-    kir::Specialization spec;
     Guard guard;
-    {
-        std::lock_guard<std::mutex> lock(st.mu);
-        spec = tier2_spec(gr, st, params, generic);
-    }
     for (std::size_t p = 0; p < spec.params.size(); ++p)
         if (spec.params[p]) guard.bound.emplace_back(static_cast<int>(p), *spec.params[p]);
     std::vector<Evicted> evicted;
@@ -527,6 +528,70 @@ void TierManager::compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t
         }
     }
     drop(evicted);
+    if (o.entry) save_versions();
+}
+
+void TierManager::save_versions() {
+    if (!tiers_.disk || !tiers_.tier2 || !tiers_.tier2->persists_code()) return;
+    std::vector<RecordedVersion> versions;
+    for (const auto& grp : exe_->groups) {
+        if (!grp->kernel) continue;
+        for (const CompiledVersion& v : grp->code()->versions)
+            if (v.tier >= 2) versions.push_back({grp->index, kir_hash(grp->kir_text()), v.generic, v.spec.params});
+    }
+    std::string text = format_versions(versions);
+    std::lock_guard<std::mutex> lock(saved_mu_);
+    if (text == saved_) return;
+    tiers_.disk->store(versions_key(*tiers_.tier2, *exe_->graph), DiskEntry{text, "versions"},
+                       DiskCache::Kind::record);
+    saved_ = std::move(text);
+}
+
+std::size_t TierManager::warmup_recorded() {
+    if (!tiers_.disk || !tiers_.tier2 || !tiers_.tier2->persists_code()) return 0;
+    const auto stored = tiers_.disk->load(versions_key(*tiers_.tier2, *exe_->graph), DiskCache::Kind::record);
+    if (!stored) return 0;
+    // Per group, the versions recorded for it whose kernel still hashes the same.
+    std::vector<std::vector<RecordedVersion>> todo(exe_->groups.size());
+    for (RecordedVersion& v : parse_versions(stored->object)) {
+        if (v.group >= exe_->groups.size()) continue;
+        const GroupRuntime& gr = *exe_->groups[v.group];
+        if (!gr.kernel || v.params.size() != gr.kernel->params.size() || v.kir_hash != kir_hash(gr.kir_text())) continue;
+        todo[v.group].push_back(std::move(v));
+    }
+    auto holds = [](const GroupRuntime& gr, const RecordedVersion& v) {
+        for (const CompiledVersion& c : gr.code()->versions)
+            if (c.tier >= 2 && c.spec.params == v.params) return true;
+        return false;
+    };
+    // One compile per group at a time: round r requests each group's r-th version.
+    for (std::size_t round = 0;; ++round) {
+        bool any = false;
+        for (std::size_t g = 0; g < todo.size(); ++g) {
+            if (round >= todo[g].size()) continue;
+            any = true;
+            GroupRuntime& gr = *exe_->groups[g];
+            const RecordedVersion& v = todo[g][round];
+            if (holds(gr, v)) continue;
+            TierUpState& st = *gr.tierup;
+            {
+                std::lock_guard<std::mutex> lock(st.mu);
+                if (st.blacklisted || st.compiling) continue;
+                if (v.generic ? st.generic_compiles >= tunables_.max_generic_versions
+                              : st.specializations.load(std::memory_order_relaxed) >= tunables_.max_specializations)
+                    continue;
+                st.compiling = true;
+                st.last = TierUpDecision{What::compiles, 2, v.generic};
+            }
+            request_tier2(gr, kir::Specialization{v.params}, v.generic);
+        }
+        wait_for_compiles();
+        if (!any) break;
+    }
+    std::size_t held = 0;
+    for (std::size_t g = 0; g < todo.size(); ++g)
+        for (const RecordedVersion& v : todo[g]) held += holds(*exe_->groups[g], v) ? 1 : 0;
+    return held;
 }
 
 }  // namespace kiln::jit

@@ -146,6 +146,11 @@ public:
     // Compiles, for every lowerable group, a version that covers this shape plan, and waits
     // for them (Function::warmup).
     void warmup(const ShapePlan& sp);
+    // Requests the tier-2 versions an earlier process with this graph recorded in
+    // KILN_CACHE_DIR (jit/tiering/version_record.h), loading or compiling each, and waits
+    // for them; returns how many the function holds now of those recorded (0 without a
+    // persistent cache or a record) (Function::warmup()).
+    std::size_t warmup_recorded();
     // Takes evicted code out of the groups that published it and resets their tier-up
     // state for it (a dropped specialisation needs another threshold of calls to come back).
     // Call holding no group lock.
@@ -184,11 +189,13 @@ private:
     bool made_already(const GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, bool generic,
                       std::size_t distinct) const;
     void trace_decision(const GroupRuntime& gr, const TierUpDecision& d, const char* why);
+    // Rewrites this function's record of its tier-2 versions in KILN_CACHE_DIR, when it changed.
+    void save_versions();
     void request_tier1(GroupRuntime& gr);
-    void request_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
+    void request_tier2(GroupRuntime& gr, kir::Specialization spec, bool generic);
     void submit(GroupRuntime& gr, double boost, std::function<void()> job);
     void compile_tier1(GroupRuntime& gr);
-    void compile_tier2(GroupRuntime& gr, const std::vector<std::int64_t>& params, bool generic);
+    void compile_tier2(GroupRuntime& gr, kir::Specialization spec, bool generic);
     // Code for `gr` at `spec` from `tier`: from the engine's code cache, the persistent
     // cache (tiers that can load objects), or a compile (timed, counted, traced).
     struct Obtained {
@@ -209,6 +216,8 @@ private:
     EngineResources tiers_;
     std::shared_ptr<CompileQueue::Ticket> ticket_;
     TierCounters counters_;
+    std::mutex saved_mu_;
+    std::string saved_;  // the record last written (save_versions)
 };
 
 }  // namespace kiln::jit
