@@ -24,6 +24,7 @@
 //
 // Exits non-zero if a result differs from its reference.
 #include "bench_util.h"
+#include "workloads.h"
 
 #include <kiln/kiln.h>
 
@@ -76,13 +77,7 @@ bool selected(const Ctx& ctx, const std::string& name) {
     return ctx.settings.only.empty() || name.find(ctx.settings.only) != std::string::npos;
 }
 
-// randn(shape, seed) * scale + shift, as in examples/02_dynamic_shapes.cpp.
-Tensor weight(const kiln::Shape& shape, std::uint64_t seed, float scale, float shift = 0.0f) {
-    Tensor t = Tensor::randn(shape, seed).clone();
-    float* p = t.data_as<float>();
-    for (I64 i = 0; i < t.numel(); ++i) p[i] = p[i] * scale + shift;
-    return t;
-}
+using kiln_bench::weight;
 
 Vec doubles(const Tensor& t) { return t.to_doubles(); }
 
@@ -271,26 +266,19 @@ void mlp(Ctx& ctx) {
     bool any = false;
     for (I64 b : batches) any = any || selected(ctx, "mlp_b" + std::to_string(b));
     if (!any) return;
-    const I64 d0 = 784, d1 = 1024, d2 = 1024, d3 = 10;
-    Tensor W1 = weight({d1, d0}, 21, 1.0f / std::sqrt(float(d0))), b1 = weight({d1}, 22, 0.02f);
-    Tensor W2 = weight({d2, d1}, 23, 1.0f / std::sqrt(float(d1))), b2 = weight({d2}, 24, 0.02f);
-    Tensor W3 = weight({d3, d2}, 25, 1.0f / std::sqrt(float(d2))), b3 = weight({d3}, 26, 0.02f);
+    const kiln_bench::Mlp model = kiln_bench::make_mlp();
+    constexpr I64 d0 = kiln_bench::Mlp::d0, d1 = kiln_bench::Mlp::d1, d2 = kiln_bench::Mlp::d2, d3 = kiln_bench::Mlp::d3;
+    const Tensor &W1 = model.W1, &b1 = model.b1, &W2 = model.W2, &b2 = model.b2, &W3 = model.W3, &b3 = model.b3;
     // One function with a dynamic batch, as a service would load it; each batch size is
     // its own shape signature.
-    kiln::Graph g = kiln::trace("mlp", {kiln::arg("x", kiln::DType::f32, {kiln::dyn("batch"), d0})},
-                                [&](const std::vector<Var>& v) -> std::vector<Var> {
-                                    Var h = kiln::relu(kiln::linear(v[0], W1, b1));
-                                    h = kiln::relu(kiln::linear(h, W2, b2));
-                                    return {kiln::linear(h, W3, b3)};
-                                });
-    kiln::Function f = ctx.engine->load(g);
+    kiln::Function f = ctx.engine->load(model.graph);
     const Vec w1 = doubles(W1), c1 = doubles(b1), w2 = doubles(W2), c2 = doubles(b2), w3 = doubles(W3), c3 = doubles(b3);
     for (I64 b : batches) {
         const std::string name = "mlp_b" + std::to_string(b);
         if (!selected(ctx, name)) continue;
         std::vector<Tensor> in{Tensor::randn({b, d0}, 100 + static_cast<std::uint64_t>(b))};
         std::vector<Tensor> out{Tensor::empty({b, d3})};
-        const double flops = 2.0 * double(b) * double(d0 * d1 + d1 * d2 + d2 * d3);
+        const double flops = kiln_bench::Mlp::flops(b);
         measure(ctx, name, f, in, out, plan_for(ctx, b >= 64 ? 2500 : 1500), "flops", flops, [&] {
             Vec h = linear_ref(doubles(in[0]), b, d0, w1, c1, d1);
             for (double& v : h) v = std::max(v, 0.0);
@@ -308,32 +296,13 @@ void transformer(Ctx& ctx) {
     bool any = false;
     for (I64 s : lengths) any = any || selected(ctx, "xformer_s" + std::to_string(s));
     if (!any) return;
-    constexpr I64 D = 256, H = 4, Dh = D / H, F = 1024;
-    const float s_in = 1.0f / std::sqrt(float(D)), s_hidden = 1.0f / std::sqrt(float(F));
-    Tensor ln1_g = weight({D}, 31, 0.1f, 1.0f), ln1_b = weight({D}, 32, 0.1f);
-    Tensor Wqkv = weight({3 * D, D}, 33, s_in), bqkv = weight({3 * D}, 34, 0.02f);
-    Tensor Wo = weight({D, D}, 35, s_in), bo = weight({D}, 36, 0.02f);
-    Tensor ln2_g = weight({D}, 37, 0.1f, 1.0f), ln2_b = weight({D}, 38, 0.1f);
-    Tensor W1 = weight({F, D}, 39, s_in), b1 = weight({F}, 40, 0.02f);
-    Tensor W2 = weight({D, F}, 41, s_hidden), b2 = weight({D}, 42, 0.02f);
-
-    kiln::Graph g = kiln::trace(
-        "transformer_block", {kiln::arg("x", kiln::DType::f32, {1, kiln::dyn("seq"), D})},
-        [&](const std::vector<Var>& v) -> std::vector<Var> {
-            const Var& x = v[0];
-            const kiln::Dim B = x.dim(0), S = x.dim(1);
-            Var h = kiln::layer_norm(x, ln1_g, ln1_b);
-            std::vector<Var> parts = kiln::split(kiln::linear(h, Wqkv, bqkv), 3, -1);
-            auto to_heads = [&](const Var& t) { return kiln::permute(kiln::reshape(t, {B, S, H, Dh}), {0, 2, 1, 3}); };
-            Var q = to_heads(parts[0]), k = to_heads(parts[1]), val = to_heads(parts[2]);
-            Var scores = kiln::matmul(q, kiln::transpose(k, -2, -1)) * (1.0 / std::sqrt(double(Dh)));
-            Var c = kiln::matmul(kiln::softmax(scores, -1), val);
-            c = kiln::reshape(kiln::permute(c, {0, 2, 1, 3}), {B, S, D});
-            Var x1 = x + kiln::linear(c, Wo, bo);
-            Var m = kiln::gelu(kiln::linear(kiln::layer_norm(x1, ln2_g, ln2_b), W1, b1));
-            return {x1 + kiln::linear(m, W2, b2)};
-        });
-    kiln::Function f = ctx.engine->load(g);
+    const kiln_bench::Transformer model = kiln_bench::make_transformer();
+    using T = kiln_bench::Transformer;
+    constexpr I64 D = T::D, H = T::H, Dh = T::Dh, F = T::F;
+    const Tensor &ln1_g = model.ln1_g, &ln1_b = model.ln1_b, &Wqkv = model.Wqkv, &bqkv = model.bqkv, &Wo = model.Wo,
+                 &bo = model.bo, &ln2_g = model.ln2_g, &ln2_b = model.ln2_b, &W1 = model.W1, &b1 = model.b1,
+                 &W2 = model.W2, &b2 = model.b2;
+    kiln::Function f = ctx.engine->load(model.graph);
 
     const Vec g1 = doubles(ln1_g), e1 = doubles(ln1_b), wqkv = doubles(Wqkv), cqkv = doubles(bqkv), wo = doubles(Wo),
               co = doubles(bo), g2 = doubles(ln2_g), e2 = doubles(ln2_b), w1 = doubles(W1), c1 = doubles(b1), w2 = doubles(W2),
@@ -343,8 +312,7 @@ void transformer(Ctx& ctx) {
         if (!selected(ctx, name)) continue;
         std::vector<Tensor> in{Tensor::randn({1, S, D}, 200 + static_cast<std::uint64_t>(S))};
         std::vector<Tensor> out{Tensor::empty({1, S, D})};
-        // Multiply-adds of the matmuls x 2.
-        const double flops = 2.0 * double(S) * double(D * 3 * D + D * D + 2 * D * F) + 2.0 * 2.0 * double(H * S * S * Dh);
+        const double flops = T::flops(S);
         measure(ctx, name, f, in, out, plan_for(ctx, S >= 512 ? 3000 : 1500), "flops", flops, [&] {
             const Vec x = doubles(in[0]);
             const Vec qkv = linear_ref(layer_norm_ref(x, S, D, g1, e1), S, D, wqkv, cqkv, 3 * D);

@@ -13,6 +13,9 @@
 #   --no-torch        do not run PyTorch
 #   --no-build        run the programs already built in the build directory (no install,
 #                     configure or build step; e.g. a directory configured by hand)
+#   --traffic         also build and run bench/jit_traffic (dynamic-shape traffic, after the other
+#                     programs; ~2 min with --quick, ~15 min without); its output goes to
+#                     DIR/bench-results/traffic-tN.txt, not into the table
 #
 # Steps: scripts/install_deps.sh; configure and build the bench targets (jit_workloads,
 # hand_loops, bandwidth); then, with KILN_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS
@@ -31,8 +34,9 @@ BUILD_DIR="$ROOT/build"
 JOBS="${KILN_JOBS:-2}"
 RUN_TORCH=1
 BUILD=1
+TRAFFIC=0
 
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -46,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --jobs=*) JOBS="${1#*=}"; shift ;;
     --no-torch) RUN_TORCH=0; shift ;;
     --no-build) BUILD=0; shift ;;
+    --traffic) TRAFFIC=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -61,11 +66,15 @@ if [[ $BUILD -eq 1 ]]; then
   # ---- build ----
   bash "$ROOT/scripts/configure.sh" "$BUILD_DIR" >/dev/null || { echo "bench.sh: configuring $BUILD_DIR failed" >&2; exit 1; }
   echo "==> build the bench targets (-j$JOBS)"
-  cmake --build "$BUILD_DIR" -j "$JOBS" --target jit_workloads hand_loops bandwidth ||
+  TARGETS=(jit_workloads hand_loops bandwidth)
+  [[ $TRAFFIC -eq 1 ]] && TARGETS+=(jit_traffic)
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}" ||
     { echo "bench.sh: the build failed" >&2; exit 1; }
 fi
 BIN="$BUILD_DIR/bench"
-for prog in bandwidth hand_loops jit_workloads; do
+PROGS=(bandwidth hand_loops jit_workloads)
+[[ $TRAFFIC -eq 1 ]] && PROGS+=(jit_traffic)
+for prog in "${PROGS[@]}"; do
   [[ -x "$BIN/$prog" ]] || { echo "bench.sh: $BIN/$prog is not built" >&2; exit 1; }
 done
 
@@ -110,6 +119,13 @@ else
     echo "==> warning: libopenblas0-pthread is not installed: PyTorch's matmul uses the reference BLAS (~20x slower)"
   fi
   step "torch_workloads.py" "$TORCH_PY" "$ROOT/bench/torch_workloads.py" --threads "$THREADS" "${QUICK[@]}"
+fi
+if [[ $TRAFFIC -eq 1 ]]; then
+  TRAFFIC_OUT="$OUT_DIR/traffic-t$THREADS.txt"
+  echo "==> jit_traffic (dynamic-shape traffic; output kept in $TRAFFIC_OUT)"
+  env KILN_JIT=1 "$BIN/jit_traffic" "${QUICK[@]}" 2>&1 | tee "$TRAFFIC_OUT"
+  rc=${PIPESTATUS[0]}
+  [[ $rc -eq 0 ]] || FAILED+=("jit_traffic (exit $rc)")
 fi
 echo "    load average after the run: $(cut -d' ' -f1-3 /proc/loadavg); run took $((SECONDS - START)) s"
 
