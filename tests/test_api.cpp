@@ -27,7 +27,7 @@ TEST_CASE("options: defaults are the documented ones") {
     Options o;
     CHECK(o.jit);
     CHECK(o.tier1_threshold == 2);
-    CHECK(o.tier2_threshold == 20);
+    CHECK(o.tier2_threshold == 8);
     CHECK(o.tierup == "time");
     CHECK(o.max_specializations == 8);
     CHECK(o.async_compile);

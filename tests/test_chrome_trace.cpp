@@ -79,6 +79,10 @@ TEST_CASE("trace: the events of a short run match the function's stats") {
     CHECK(count(lines, {"\"cat\":\"compile\"", "\"outcome\":\"compiled\""}) == s.compiles);
     CHECK(count(lines, {"\"name\":\"guard_failure\""}) == s.guard_failures);
     CHECK(count(lines, {"\"name\":\"deopt\""}) == s.deopts);
+    // Every compile the policy requested is marked with its numbers (no warmup here).
+    CHECK(count(lines, {"\"cat\":\"tierup\""}) == count(lines, {"\"cat\":\"compile\""}));
+    CHECK(count(lines, {"\"cat\":\"tierup\"", "\"saving_ms\":", "\"cost_ms\":", "\"bound\":"}) ==
+          count(lines, {"\"cat\":\"tierup\""}));
 #if defined(KILN_HAVE_LLVM)
     // Tier 2 specialised on B = 8; the last call missed its guard, and the trace names the fact.
     REQUIRE(s.calls_by_tier[2] > 0);

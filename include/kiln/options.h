@@ -11,7 +11,7 @@ namespace kiln {
 struct Options {
     bool jit = true;                         // KILN_JIT: 0 = interpreter only
     std::int64_t tier1_threshold = 2;        // KILN_TIER1_THRESHOLD: the most interpreted calls of a group before tier 1
-    std::int64_t tier2_threshold = 20;       // KILN_TIER2_THRESHOLD: the most calls of a group below tier 2 before tier 2
+    std::int64_t tier2_threshold = 8;        // KILN_TIER2_THRESHOLD: the most calls of a group below tier 2 before tier 2
     // KILN_TIERUP: `time`: a group compiles when the time it is expected to save pays for
     // the compile, or at the thresholds above, whichever comes first; `count`: at the
     // thresholds only (deterministic: for tests and reproductions).
