@@ -7,9 +7,9 @@
 //
 // Time is sampled (jit/exec/run_plan.h: timing_weight): a timed call adds its time `weight`
 // times over, and `weight` to the timed count, so time / timed is the mean time per call.
-// Per signature, every call below specialised tier-2 code is recorded; calls of
-// specialised code are recorded only when timed (weighted), so that steady-state calls of
-// specialised code take no lock.
+// Per signature, every call below tier 2 is recorded; calls of tier-2 code only when timed
+// (with their weight: an estimate of the calls), so that steady-state calls of tier-2 code
+// take no lock.
 #include "src/support/limits.h"
 
 #include <array>
@@ -31,7 +31,7 @@ constexpr std::size_t index_of(CodeKind k) { return static_cast<std::size_t>(k);
 
 // Calls and sampled time, by kind of code.
 struct TimeByKind {
-    std::uint64_t calls = 0;                     // see the header: exact below specialised code
+    std::uint64_t calls = 0;                     // see the header: exact below tier 2, estimated on it
     std::array<std::uint64_t, kNumCodeKinds> ns{};     // weighted sampled time
     std::array<std::uint64_t, kNumCodeKinds> timed{};  // weighted timed calls
     // Mean time per call on `k` in ns; 0 when no call on `k` was timed.

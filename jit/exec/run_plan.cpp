@@ -334,10 +334,10 @@ int CallRunner::run() {
             prof.record_time(kind, ns, weight);
             if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
         }
-        // The policy hears of every call below specialised code, and of the timed ones of
-        // specialised code (steady-state calls of specialised code take no lock).
-        if (planned && (kind != profiling::CodeKind::specialised || weight)) {
-            const std::uint64_t calls = kind == profiling::CodeKind::specialised ? weight : 1;
+        // The policy hears of every call below tier 2 and of the timed calls of tier-2 code
+        // (so steady-state calls of tier-2 code take no lock).
+        if (planned && (ran < 2 || weight)) {
+            const std::uint64_t calls = ran < 2 ? 1 : weight;
             observer_->group_ran(gr, s_.params, kind, prof.record_signature(s_.params, kind, ns, weight, calls));
         }
     }

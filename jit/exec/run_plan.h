@@ -28,8 +28,8 @@ public:
     // the interpreter and their params are not computed).
     virtual bool compiles() const = 0;
     // Group `gr` ran `ran` code with these params; `sig` is what its profile now holds for
-    // them. Called for every call below specialised tier-2 code and for the timed calls of
-    // specialised code (run_plan.h's header: timing is sampled).
+    // them. Called for every call below tier 2 and for the timed calls of tier-2 code
+    // (this header: timing is sampled).
     virtual void group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& params, profiling::CodeKind ran,
                            const profiling::SignatureObservation& sig) = 0;
 };
