@@ -356,6 +356,7 @@ private:
             const double ms = kiln_bench::ms_since(t0);
             calls_ms_ += ms;
             win.ms.push_back(ms);
+            if (first_ms_.size() < kFirstCalls) first_ms_.push_back(ms);
             have_prev = sample || boundary;
             if (!have_prev) continue;
             Snapshot cur = read();
@@ -451,6 +452,12 @@ private:
                     "runtime's sampled group timings)\n",
                     static_cast<long long>(n_), calls_ms_ / 1e3, loop_ms_ / 1e3, 100.0 * full_share, static_cast<long long>(sampled_),
                     100.0 * full_time, 100.0 * grp_share, 100.0 * grp_time);
+        {
+            std::vector<double> first = first_ms_;
+            std::sort(first.begin(), first.end());
+            std::printf("   first %zu calls: p50 %.4g ms, p99 %.4g ms (compare with KILN_JIT=0 for the interpreter's)\n",
+                        first.size(), kiln_bench::percentile(first, 0.5), kiln_bench::percentile(first, 0.99));
+        }
         if (first_full_ > 0)
             std::printf("   first fully compiled call: #%lld (%.3g s after the first call began); last checked call not fully "
                         "compiled: %s\n",
@@ -569,6 +576,8 @@ private:
     Clock::time_point t0_;   // the first call's start
     // Time in calls, in stats reads, and of the whole loop; the stats reads' costs.
     double calls_ms_ = 0, stats_ms_ = 0, loop_ms_ = 0;
+    static constexpr std::size_t kFirstCalls = 500;  // the early calls whose p99 the summary prints
+    std::vector<double> first_ms_;
     std::vector<double> stats_us_;
     // Over the checked calls: how many, how many fully compiled, their times; the groups'
     // sampled time, all of it and on compiled code.
