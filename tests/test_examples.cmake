@@ -2,7 +2,7 @@
 # their tests are registered here). Each runs with small arguments; an example exits
 # non-zero when a check of its own fails (an output shape, a NaN, a row sum).
 set(KILN_EXAMPLE_TESTS
-  "01_quickstart|1 4"
+  "01_quickstart|1 4 --calls 12 --gap-ms 5"
   "02_dynamic_shapes|3 8 17")
 foreach(_entry IN LISTS KILN_EXAMPLE_TESTS)
   string(REPLACE "|" ";" _parts "${_entry}")

@@ -18,8 +18,9 @@ constexpr double kInitialCompileUs[kNumGroupKinds][2] = {
     {300, 60'000},  // conv
     {300, 20'000},  // opaque (never lowered, so never compiled)
 };
-// Time per call relative to the interpreter's, [interpreted, baseline, generic, specialised].
-// Tier 1 declines matmul and conv groups (1.0: no gain assumed).
+// The initial ratios: time per call relative to the interpreter's, [interpreted, baseline,
+// generic, specialised]; the ratio from one kind of code to another is the quotient of their
+// levels. Tier 1 declines matmul and conv groups (1.0: no gain assumed).
 constexpr double kInitialLevel[kNumGroupKinds][profiling::kNumCodeKinds] = {
     {1.0, 0.30, 0.20, 0.18},  // elementwise
     {1.0, 0.35, 0.25, 0.22},  // row_reduction
@@ -34,7 +35,9 @@ constexpr double kAlpha = 0.3;  // weight of a new measurement in the moving ave
 CostModel::CostModel() {
     for (std::size_t g = 0; g < kNumGroupKinds; ++g) {
         for (std::size_t t = 0; t < 2; ++t) compile_us_[g][t].store(kInitialCompileUs[g][t]);
-        for (std::size_t c = 0; c < profiling::kNumCodeKinds; ++c) level_[g][c].store(kInitialLevel[g][c]);
+        for (std::size_t a = 0; a < profiling::kNumCodeKinds; ++a)
+            for (std::size_t b = 0; b < profiling::kNumCodeKinds; ++b)
+                ratio_[g][a][b].store(kInitialLevel[g][b] / kInitialLevel[g][a]);
     }
 }
 
@@ -57,18 +60,15 @@ void CostModel::record_compile(int tier, passes::GroupKind kind, double us) {
 }
 
 double CostModel::time_ratio(CodeKind from, CodeKind to, passes::GroupKind kind) const {
-    const double a = level_[k(kind)][index_of(from)].load(std::memory_order_relaxed);
-    const double b = level_[k(kind)][index_of(to)].load(std::memory_order_relaxed);
-    return a > 0 ? b / a : 1.0;
+    return ratio_[k(kind)][index_of(from)][index_of(to)].load(std::memory_order_relaxed);
 }
 
 void CostModel::record_ratio(CodeKind from, CodeKind to, passes::GroupKind kind, double ratio) {
     if (!(ratio > 0) || from == to) return;
     std::lock_guard<std::mutex> lock(mu_);
-    const double target = level_[k(kind)][index_of(from)].load(std::memory_order_relaxed) * ratio;
-    auto& v = level_[k(kind)][index_of(to)];
-    const double next = v.load(std::memory_order_relaxed) + kAlpha * (target - v.load(std::memory_order_relaxed));
-    v.store(std::clamp(next, 1e-4, 4.0), std::memory_order_relaxed);
+    auto& v = ratio_[k(kind)][index_of(from)][index_of(to)];
+    const double next = v.load(std::memory_order_relaxed) + kAlpha * (ratio - v.load(std::memory_order_relaxed));
+    v.store(std::clamp(next, 1e-4, 16.0), std::memory_order_relaxed);
 }
 
 TierUpEstimate estimate_tierup(double now_ns, double ratio, std::uint64_t calls_so_far,

@@ -3,9 +3,10 @@
 // function of an engine:
 //   - what a compile costs, per tier and kind of group: the mean of the compiles this engine
 //     measured (an exponential moving average), an initial estimate until the first one;
-//   - how fast each kind of code runs a kind of group, relative to the interpreter: a level
-//     per (kind of group, kind of code), initial estimates below, learned from this engine's
-//     groups that ran the same signature on two kinds of code.
+//   - how fast each kind of code runs a kind of group compared with another kind: a ratio per
+//     (kind of group, from, to), from initial estimates (cost_model.cpp), learned from this
+//     engine's groups that ran one signature on both kinds of code (only such pairs: two
+//     signatures' speed-ups are not comparable, e.g. a small batch gains less than a large one).
 // The policy compiles when (time per call now - estimated time per call on the next code)
 // x expected future calls >= the compile's cost: see decide_tierup.
 // Reads take no lock (relaxed atomics); updates take one.
@@ -44,8 +45,9 @@ private:
     mutable std::mutex mu_;  // updates
     std::array<std::array<std::atomic<double>, 2>, kNumGroupKinds> compile_us_;  // [kind][tier - 1]
     std::array<std::array<std::atomic<std::uint64_t>, 2>, kNumGroupKinds> compiles_{};
-    // [kind][code kind]: time per call relative to the interpreter's (interpreted: 1).
-    std::array<std::array<std::atomic<double>, profiling::kNumCodeKinds>, kNumGroupKinds> level_;
+    // [kind][from][to]: time per call on `to` over time per call on `from`.
+    using Ratios = std::array<std::array<std::atomic<double>, profiling::kNumCodeKinds>, profiling::kNumCodeKinds>;
+    std::array<Ratios, kNumGroupKinds> ratio_;
 };
 
 // One tier-up estimate: what the policy weighs for a group's next compile.
