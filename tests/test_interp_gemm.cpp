@@ -45,7 +45,9 @@ constexpr double kGuard = 12345.0;  // the value of every C element outside the 
 // Runs gemm_acc on an m x n x k problem stored with padded leading dimensions and checks
 // every element of C against the double sum (bound: (k + 2) eps * sum |a||b| + eps |c|)
 // and that the padding of C is untouched. Returns false on the first bad element.
-template <class T> bool check_gemm(CpuIsa isa, I64 m, I64 n, I64 k, std::uint64_t seed) {
+// With packed_b, B is handed over in gemm_acc_packed_b's layout (panels of nr columns over
+// the whole depth, zero past n) instead.
+template <class T> bool check_gemm(CpuIsa isa, I64 m, I64 n, I64 k, std::uint64_t seed, bool packed_b = false) {
     const I64 lda = k + 3, ldb = n + 5, ldc = n + 2;
     const std::vector<T> a = random_values<T>(static_cast<std::size_t>(m * lda), seed);
     const std::vector<T> b = random_values<T>(static_cast<std::size_t>(k * ldb), seed + 1);
@@ -53,7 +55,16 @@ template <class T> bool check_gemm(CpuIsa isa, I64 m, I64 n, I64 k, std::uint64_
     const std::vector<T> c0 = random_values<T>(static_cast<std::size_t>(m * n), seed + 2);
     for (I64 i = 0; i < m; ++i)
         for (I64 j = 0; j < n; ++j) c[static_cast<std::size_t>(i * ldc + j)] = c0[static_cast<std::size_t>(i * n + j)];
-    kiln::interp::gemm_acc<T>(isa, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+    if (packed_b) {
+        const I64 nr = kiln::interp::simd_kernels<T>(isa).nr, panels = (n + nr - 1) / nr;
+        std::vector<T> bp(static_cast<std::size_t>(panels * k * nr), T(0));
+        for (I64 p = 0; p < k; ++p)
+            for (I64 j = 0; j < n; ++j)
+                bp[static_cast<std::size_t>((j / nr) * k * nr + p * nr + j % nr)] = b[static_cast<std::size_t>(p * ldb + j)];
+        kiln::interp::gemm_acc_packed_b<T>(isa, m, n, k, a.data(), lda, bp.data(), c.data(), ldc);
+    } else {
+        kiln::interp::gemm_acc<T>(isa, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+    }
     const double eps = std::numeric_limits<T>::epsilon();
     for (I64 i = 0; i < m; ++i)
         for (I64 j = 0; j < ldc; ++j) {
@@ -112,6 +123,23 @@ TEST_CASE("interp gemm: sizes across the cache blocks (KC, MC, NC) and k = 0") {
         CHECK(check_gemm<double>(isa, 7, 530, 17, 4));
         CHECK(check_gemm<float>(isa, 3, 1037, 513, 5));  // the streamed path across KC blocks
         CHECK(check_gemm<float>(isa, 5, 7, 0, 6));       // k = 0 leaves C as it was
+    }
+}
+
+TEST_CASE("interp gemm: with B already packed (conv2d's im2col), small sizes and across the cache blocks") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        std::uint64_t seed = 8000;
+        bool ok = true;
+        for (I64 m : {1, 2, 5, 6, 7, 12, 13, 25})
+            for (I64 n : {1, 7, 8, 16, 17, 33, 40})
+                for (I64 k : {1, 3, 27, 40}) {
+                    seed += 3;
+                    if (ok) ok = check_gemm<float>(isa, m, n, k, seed, true) && check_gemm<double>(isa, m, n, k, seed, true);
+                }
+        CHECK(ok);
+        CHECK(check_gemm<float>(isa, 150, 1030, 300, 9, true));
+        CHECK(check_gemm<double>(isa, 20, 530, 270, 10, true));
     }
 }
 

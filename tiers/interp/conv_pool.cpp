@@ -42,6 +42,7 @@ struct ConvShape {
 };
 
 I64 ceil_div(I64 a, I64 b) { return (a + b - 1) / b; }
+I64 round_up(I64 a, I64 unit) { return ceil_div(a, unit) * unit; }
 
 // Output positions x in [lo, hi) whose taps x * s - p + j * d (j < k) all fall in [0, size),
 // clamped to [0, out). For x outside, some tap falls in the padding.
@@ -52,9 +53,21 @@ std::pair<I64, I64> interior(const Window& win, I64 size, I64 out) {
     return {lo, hi};
 }
 
+// DwRowFn (gemm.h) for any stride, in scalar code: strides above 2 are rare.
+template <class C>
+void dw_row_strided(I64 n, I64 stride, I64 rows, const C* const* in, const C* const* w, I64 kw, I64 dil, C* out) {
+    for (I64 x = 0; x < n; ++x) {
+        C acc = out[x];
+        for (I64 r = 0; r < rows; ++r)
+            for (I64 j = 0; j < kw; ++j) acc += w[r][j] * in[r][x * stride + j * dil];
+        out[x] = acc;
+    }
+}
+
 // Depthwise (each output channel reads one input channel: weight dim 1 is 1, any groups):
 // a direct kernel over output rows, vectorised along the row (the kernel set's dw_row for
-// strides 1 and 2, a scalar loop otherwise). Padded positions contribute nothing.
+// strides 1 and 2) where every tap is inside the input, scalar at the padded edges. Padded
+// positions contribute nothing.
 template <class C>
 void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw,
                     const std::vector<double>& bias, C* po) {
@@ -62,7 +75,8 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
     const auto [x_lo, x_hi] = interior(ww, cs.w, cs.ow);
     const DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
     core::parallel_range(cs.n * cs.o, cs.oh * cs.ow * wh.k * ww.k, [&](I64 lo, I64 hi) {
-        std::vector<const C*> in_rows(static_cast<std::size_t>(wh.k)), w_rows(in_rows.size()), base(in_rows.size());
+        const std::size_t kh = static_cast<std::size_t>(wh.k);
+        std::vector<const C*> in_rows(kh), w_rows(kh), interior_rows(kh);
         for (I64 t = lo; t < hi; ++t) {
             const I64 ni = t / cs.o, oc = t % cs.o;
             const C* src = px + (ni * cs.cin + oc / cs.og) * cs.h * cs.w;
@@ -72,38 +86,31 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
             for (I64 y = 0; y < cs.oh; ++y) {
                 C* row = dst + y * cs.ow;
                 // The filter rows whose input row exists, and those input rows.
-                I64 rows = 0;
+                std::size_t rows = 0;
                 for (I64 i = 0; i < wh.k; ++i) {
                     const I64 iy = y * wh.s - wh.p + i * wh.d;
                     if (iy < 0 || iy >= cs.h) continue;
-                    in_rows[static_cast<std::size_t>(rows)] = src + iy * cs.w;
-                    w_rows[static_cast<std::size_t>(rows)] = wt + i * ww.k;
+                    in_rows[rows] = src + iy * cs.w;
+                    w_rows[rows] = wt + i * ww.k;
                     ++rows;
                 }
                 auto edge = [&](I64 xo) {  // an output column with some taps in the padding
                     C acc = row[xo];
-                    for (I64 r = 0; r < rows; ++r)
+                    for (std::size_t r = 0; r < rows; ++r)
                         for (I64 j = 0; j < ww.k; ++j) {
                             const I64 ix = xo * ww.s - ww.p + j * ww.d;
-                            if (ix >= 0 && ix < cs.w) acc += w_rows[static_cast<std::size_t>(r)][j] * in_rows[static_cast<std::size_t>(r)][ix];
+                            if (ix >= 0 && ix < cs.w) acc += w_rows[r][j] * in_rows[r][ix];
                         }
                     row[xo] = acc;
                 };
                 for (I64 xo = 0; xo < x_lo; ++xo) edge(xo);
                 if (x_hi > x_lo && rows > 0) {
-                    for (I64 r = 0; r < rows; ++r) base[static_cast<std::size_t>(r)] = in_rows[static_cast<std::size_t>(r)] + x_lo * ww.s - ww.p;
-                    if (row_fn != nullptr) {
-                        row_fn(x_hi - x_lo, rows, base.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
-                    } else {
-                        for (I64 xo = x_lo; xo < x_hi; ++xo) {
-                            C acc = row[xo];
-                            for (I64 r = 0; r < rows; ++r) {
-                                const C* tap = base[static_cast<std::size_t>(r)] + (xo - x_lo) * ww.s;
-                                for (I64 j = 0; j < ww.k; ++j) acc += w_rows[static_cast<std::size_t>(r)][j] * tap[j * ww.d];
-                            }
-                            row[xo] = acc;
-                        }
-                    }
+                    for (std::size_t r = 0; r < rows; ++r) interior_rows[r] = in_rows[r] + x_lo * ww.s - ww.p;
+                    const I64 n_in = x_hi - x_lo, nrows = static_cast<I64>(rows);
+                    if (row_fn != nullptr)
+                        row_fn(n_in, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
+                    else
+                        dw_row_strided(n_in, ww.s, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
                 }
                 for (I64 xo = x_hi; xo < cs.ow; ++xo) edge(xo);
             }
@@ -111,25 +118,29 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
     });
 }
 
-// Rows (c, i, j) of the im2col matrix for output pixels [p0, p0 + np) of one sample and
-// group: row r holds the input value under tap (i, j) of channel c for each pixel, 0 in
-// the padding. Walks the pixels row segment by row segment (no division per element).
+// The im2col matrix for output pixels [p0, p0 + np) of one sample and group, written as
+// the GEMM's packed right operand (gemm_acc_packed_b): row r = (c, i, j) holds the input
+// value under tap (i, j) of channel c for each pixel, 0 in the padding; pixel q of row r is
+// at (q / nr) * ckk * nr + r * nr + q % nr, and the last panel is zero past np. Walks the
+// pixels in runs that stay within one output row and one panel (no division per element).
 template <class C>
-void im2col(const ConvShape& cs, const C* src, I64 p0, I64 np, C* col) {
+void im2col_packed(const ConvShape& cs, const C* src, I64 p0, I64 np, I64 nr, C* col) {
+    const I64 ckk = cs.cg * cs.wh.k * cs.ww.k, tail = round_up(np, nr) - np;
     const Window &wh = cs.wh, &ww = cs.ww;
     for (I64 c = 0; c < cs.cg; ++c) {
         const C* plane = src + c * cs.h * cs.w;
         for (I64 i = 0; i < wh.k; ++i)
             for (I64 j = 0; j < ww.k; ++j) {
-                C* row = col + ((c * wh.k + i) * ww.k + j) * np;
+                C* row = col + ((c * wh.k + i) * ww.k + j) * nr;
                 const I64 off = j * ww.d - ww.p;  // input column = xo * s + off
                 // Output columns whose tap is inside the input row: [xa, xb).
                 const I64 xa = std::min(cs.ow, off >= 0 ? 0 : ceil_div(-off, ww.s));
                 const I64 xb = cs.w - 1 - off < 0 ? xa : std::clamp((cs.w - 1 - off) / ww.s + 1, xa, cs.ow);
                 for (I64 q = 0; q < np;) {
                     const I64 p = p0 + q, y = p / cs.ow, x0 = p % cs.ow;
-                    const I64 len = std::min(cs.ow - x0, np - q);  // the rest of this output row
-                    C* dst = row + q;
+                    // The rest of this output row, within this panel.
+                    const I64 len = std::min({cs.ow - x0, np - q, nr - q % nr});
+                    C* dst = row + (q / nr) * ckk * nr + q % nr;
                     const I64 iy = y * wh.s - wh.p + i * wh.d;
                     if (iy < 0 || iy >= cs.h) {
                         std::fill_n(dst, len, C(0));
@@ -145,6 +156,7 @@ void im2col(const ConvShape& cs, const C* src, I64 p0, I64 np, C* col) {
                     }
                     q += len;
                 }
+                if (tail > 0) std::fill_n(row + (np / nr) * ckk * nr + np % nr, tail, C(0));
             }
     }
 }
@@ -154,7 +166,8 @@ void im2col(const ConvShape& cs, const C* src, I64 p0, I64 np, C* col) {
 // A 1x1 convolution with stride 1 and no padding reads the input planes as the GEMM's right
 // operand directly (no im2col).
 template <class C>
-void conv_gemm(const ConvShape& cs, CpuIsa isa, const C* px, const C* pw, const std::vector<double>& bias, C* po) {
+void conv_gemm(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw, const std::vector<double>& bias,
+               C* po) {
     const I64 npix = cs.oh * cs.ow, ckk = cs.cg * cs.wh.k * cs.ww.k;
     const bool direct = cs.wh.k == 1 && cs.ww.k == 1 && cs.wh.s == 1 && cs.ww.s == 1 && cs.wh.p == 0 && cs.ww.p == 0;
     // Pixels per task: keep an im2col block near 2^18 elements; with several threads, split
@@ -168,7 +181,7 @@ void conv_gemm(const ConvShape& cs, CpuIsa isa, const C* px, const C* pw, const 
     pb = std::min(pb, npix);
     const I64 pblocks = ceil_div(npix, pb);
     core::parallel_range(cs.n * cs.groups * pblocks, cs.og * std::max<I64>(ckk, 1) * pb, [&](I64 lo, I64 hi) {
-        std::vector<C> col(direct ? 0 : static_cast<std::size_t>(ckk * pb));
+        std::vector<C> col(direct ? 0 : static_cast<std::size_t>(ckk * round_up(pb, kr.nr)));
         for (I64 t = lo; t < hi; ++t) {
             const I64 ni = t / (cs.groups * pblocks), g = (t / pblocks) % cs.groups, p0 = (t % pblocks) * pb;
             const I64 np = std::min(pb, npix - p0);
@@ -177,10 +190,10 @@ void conv_gemm(const ConvShape& cs, CpuIsa isa, const C* px, const C* pw, const 
             for (I64 oc = 0; oc < cs.og; ++oc)
                 std::fill_n(dst + oc * npix, np, static_cast<C>(bias[static_cast<std::size_t>(g * cs.og + oc)]));
             if (direct) {
-                gemm_acc<C>(isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, src + p0, npix, dst, npix);
+                gemm_acc<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, src + p0, npix, dst, npix);
             } else {
-                im2col(cs, src, p0, np, col.data());
-                gemm_acc<C>(isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, col.data(), np, dst, npix);
+                im2col_packed(cs, src, p0, np, kr.nr, col.data());
+                gemm_acc_packed_b<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, col.data(), dst, npix);
             }
         }
     });
@@ -226,7 +239,7 @@ Tensor conv2d(const ir::Node& node, const std::vector<Tensor>& in, const Shape& 
             C* po = static_cast<C*>(out.data());
             const SimdKernels<C>& kr = simd_kernels<C>(interp_cpu_isa());
             if (cg == 1) conv_depthwise<C>(cs, kr, px, pw, bias, po);
-            else conv_gemm<C>(cs, kr.isa, px, pw, bias, po);
+            else conv_gemm<C>(cs, kr, px, pw, bias, po);
         } else {
             KILN_UNREACHABLE("interp: conv2d compute dtype");
         }

@@ -112,10 +112,32 @@ template <class T> void pack_b(I64 kc, I64 nc, const T* b, I64 ldb, T* dst, int 
     for (I64 kk = 0; kk < kc; ++kk) {
         const T* src = b + kk * ldb;
         T* row = dst + kk * nr;
-        for (I64 j0 = 0; j0 < full; j0 += nr, row += kc * nr) std::memcpy(row, src + j0, static_cast<std::size_t>(nr) * sizeof(T));
+        for (I64 j0 = 0; j0 < full; j0 += nr, row += kc * nr)
+            std::memcpy(row, src + j0, static_cast<std::size_t>(nr) * sizeof(T));
         if (full < nc) {
             std::memcpy(row, src + full, static_cast<std::size_t>(nc - full) * sizeof(T));
             std::fill(row + (nc - full), row + nr, T(0));
+        }
+    }
+}
+
+// C[0..m) x [0..nc) += A[0..m) x [0..kc) * B, with B given as packed panels of nr columns
+// (panel p at panels + p * panel_stride, kc rows of nr): packs A block by block into ap
+// (mc x kc) and runs the register tiles.
+template <class T>
+void multiply_block(const SimdKernels<T>& kr, I64 m, I64 nc, I64 kc, const T* a, I64 lda, const T* panels,
+                    I64 panel_stride, T* c, I64 ldc, T* ap) {
+    const int mr = kr.mr, nr = kr.nr;
+    for (I64 ic = 0; ic < m; ic += kr.mc) {
+        const I64 mc = std::min(kr.mc, m - ic);
+        pack_a(mc, kc, a + ic * lda, lda, ap, mr);
+        for (I64 jr = 0; jr < nc; jr += nr) {
+            const int cols = static_cast<int>(std::min<I64>(nr, nc - jr));
+            const T* panel = panels + (jr / nr) * panel_stride;
+            for (I64 ir = 0; ir < mc; ir += mr) {
+                const int rows = static_cast<int>(std::min<I64>(mr, mc - ir));
+                kr.tile[rows](kc, ap + (ir / mr) * kc * mr, panel, nr, c + (ic + ir) * ldc + jr, ldc, cols);
+            }
         }
     }
 }
@@ -178,26 +200,31 @@ void gemm_acc(CpuIsa isa, I64 m, I64 n, I64 k, const T* a, I64 lda, const T* b, 
         for (I64 pc = 0; pc < k; pc += kr.kc) {
             const I64 kc = std::min(kr.kc, k - pc);
             pack_b(kc, nc, b + pc * ldb + jc, ldb, bp, nr);
-            for (I64 ic = 0; ic < m; ic += kr.mc) {
-                const I64 mc = std::min(kr.mc, m - ic);
-                pack_a(mc, kc, a + ic * lda + pc, lda, ap, mr);
-                for (I64 jr = 0; jr < nc; jr += nr) {
-                    const int cols = static_cast<int>(std::min<I64>(nr, nc - jr));
-                    const T* panel = bp + (jr / nr) * kc * nr;
-                    for (I64 ir = 0; ir < mc; ir += mr) {
-                        const int rows = static_cast<int>(std::min<I64>(mr, mc - ir));
-                        kr.tile[rows](kc, ap + (ir / mr) * kc * mr, panel, nr, c + (ic + ir) * ldc + jc + jr, ldc, cols);
-                    }
-                }
-            }
+            multiply_block(kr, m, nc, kc, a + pc, lda, bp, kc * nr, c + jc, ldc, ap);
         }
     }
+}
+
+template <class T>
+void gemm_acc_packed_b(CpuIsa isa, I64 m, I64 n, I64 k, const T* a, I64 lda, const T* bp, T* c, I64 ldc) {
+    if (m <= 0 || n <= 0 || k <= 0) return;
+    const SimdKernels<T>& kr = simd_kernels<T>(isa);
+    const int nr = kr.nr;
+    T* ap = t_pack_a.get<T>(std::min(kr.mc, round_up(m, kr.mr)) * std::min(kr.kc, k));
+    for (I64 jc = 0; jc < n; jc += kr.nc)
+        for (I64 pc = 0; pc < k; pc += kr.kc) {
+            const I64 kc = std::min(kr.kc, k - pc);
+            multiply_block(kr, m, std::min(kr.nc, n - jc), kc, a + pc, lda, bp + (jc / nr) * k * nr + pc * nr, k * nr,
+                           c + jc, ldc, ap);
+        }
 }
 
 template const SimdKernels<float>& simd_kernels<float>(CpuIsa);
 template const SimdKernels<double>& simd_kernels<double>(CpuIsa);
 template void gemm_acc<float>(CpuIsa, I64, I64, I64, const float*, I64, const float*, I64, float*, I64);
 template void gemm_acc<double>(CpuIsa, I64, I64, I64, const double*, I64, const double*, I64, double*, I64);
+template void gemm_acc_packed_b<float>(CpuIsa, I64, I64, I64, const float*, I64, const float*, float*, I64);
+template void gemm_acc_packed_b<double>(CpuIsa, I64, I64, I64, const double*, I64, const double*, double*, I64);
 
 GemmSplit split_gemm(I64 m, I64 n, I64 k, I64 parts_wanted) {
     // Parts are multiples of 12 rows and 32 columns (every kernel's tile divides them).

@@ -70,6 +70,13 @@ template <class T>
 void gemm_acc(CpuIsa isa, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b,
               std::int64_t ldb, T* c, std::int64_t ldc);
 
+// The same with B already packed, as gemm_acc packs it but over the whole depth: panel p
+// (columns p * nr .. p * nr + nr, nr = simd_kernels<T>(isa).nr) at bp + p * k * nr holds k
+// rows of nr values, zero beyond n. conv2d's im2col writes this layout directly.
+template <class T>
+void gemm_acc_packed_b(CpuIsa isa, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+                       const T* bp, T* c, std::int64_t ldc);
+
 // How to split one m x n x k product into row parts x column parts for `threads` threads
 // (1 x 1 for one thread): parts are multiples of any register tile, and the split packs
 // the fewest extra copies of A and B.

@@ -52,7 +52,8 @@ struct Avx2F64 {
     static V add(V a, V b) { return _mm256_add_pd(a, b); }
     static V load2(const T* p) {  // p[0], p[2], p[4], p[6]
         const V lo = _mm256_loadu_pd(p), hi = _mm256_loadu_pd(p + 4);
-        return _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));  // l0 h0 l2 h2 -> l0 l2 h0 h2
+        // unpacklo: l0 h0 l2 h2; the permutation puts it in order: l0 l2 h0 h2.
+        return _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
     }
 };
 

@@ -61,7 +61,10 @@ void tile(std::int64_t kc, const typename S::T* a, const typename S::T* b, std::
 #pragma GCC unroll 16
         for (int r = 0; r < M; ++r)
 #pragma GCC unroll 4
-            for (int j = 0; j < NV; ++j) S::store(c + r * ldc + j * W, S::add(S::load(c + r * ldc + j * W), acc[0][r][j]));
+            for (int j = 0; j < NV; ++j) {
+                T* cv = c + r * ldc + j * W;
+                S::store(cv, S::add(S::load(cv), acc[0][r][j]));
+            }
         return;
     }
     alignas(64) T part[NR];
