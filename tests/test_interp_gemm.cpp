@@ -166,7 +166,7 @@ TEST_CASE("interp gemm: a NaN in row i of A (column j of B) makes row i (column 
     }
 }
 
-TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2) against double loops, reading only their taps") {
+TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2, any and 3x3) against double loops, reading only their taps") {
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::interp::cpu_isa_name(isa));
         const auto& kr = kiln::interp::simd_kernels<float>(isa);
@@ -197,7 +197,9 @@ TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2) against double l
                             }
                             std::vector<float> out = random_values<float>(static_cast<std::size_t>(n), ++seed);
                             const std::vector<float> out0 = out;
-                            kr.dw_row[stride](n, rows, in_p.data(), w_p.data(), kw, dil, out.data());
+                            // The 3 x 3 kernel where it applies, the general one otherwise.
+                            const bool k3 = rows == 3 && kw == 3;
+                            (k3 ? kr.dw_row_3x3 : kr.dw_row)[stride](n, rows, in_p.data(), w_p.data(), kw, dil, out.data());
                             for (I64 x = 0; x < n; ++x) {
                                 double want = out0[static_cast<std::size_t>(x)], mag = std::fabs(want);
                                 for (I64 r = 0; r < rows; ++r)

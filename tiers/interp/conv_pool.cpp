@@ -74,6 +74,7 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
     const Window &wh = cs.wh, &ww = cs.ww;
     const auto [x_lo, x_hi] = interior(ww, cs.w, cs.ow);
     const DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
+    const DwRowFn<C> row_fn_3x3 = ww.s <= 2 && ww.k == 3 ? kr.dw_row_3x3[ww.s] : nullptr;
     core::parallel_range(cs.n * cs.o, cs.oh * cs.ow * wh.k * ww.k, [&](I64 lo, I64 hi) {
         const std::size_t kh = static_cast<std::size_t>(wh.k);
         std::vector<const C*> in_rows(kh), w_rows(kh), interior_rows(kh);
@@ -107,8 +108,9 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
                 if (x_hi > x_lo && rows > 0) {
                     for (std::size_t r = 0; r < rows; ++r) interior_rows[r] = in_rows[r] + x_lo * ww.s - ww.p;
                     const I64 n_in = x_hi - x_lo, nrows = static_cast<I64>(rows);
-                    if (row_fn != nullptr)
-                        row_fn(n_in, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
+                    const DwRowFn<C> fn = rows == 3 && row_fn_3x3 != nullptr ? row_fn_3x3 : row_fn;
+                    if (fn != nullptr)
+                        fn(n_in, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
                     else
                         dw_row_strided(n_in, ww.s, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
                 }

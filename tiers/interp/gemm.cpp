@@ -2,8 +2,6 @@
 // kernels), the portable kernels, and the run-time choice of instruction set (gemm.h).
 #include "tiers/interp/gemm.h"
 
-#include "src/support/check.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstring>

@@ -58,6 +58,7 @@ template <class T> struct SimdKernels {
     TileFn<T> tile[kMaxTileRows + 1];  // tile[r]: the first r rows of the tile (1 <= r <= mr)
     RowsFn<T> rows[kMaxStreamRows + 1];  // rows[r]: r rows of A (1 <= r <= 4) against all of B
     DwRowFn<T> dw_row[3];              // dw_row[s]: stride s (1 or 2); [0] is unused
+    DwRowFn<T> dw_row_3x3[3];          // the same for rows == kw == 3 (weights kept in registers)
 };
 
 // The kernels of one instruction set (cap_cpu_isa(isa) is applied), for float and double.

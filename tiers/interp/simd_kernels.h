@@ -128,26 +128,59 @@ void rows(std::int64_t n, std::int64_t kc, const typename S::T* a, std::int64_t 
 
 // One output row of a depthwise convolution over the filter rows that fall inside the
 // input (see DwRowFn in gemm.h): each vector of W outputs is loaded once, takes every tap
-// and is stored once. A stride-2 vector reads one element past its last tap, so that loop
-// stops while at least one output is left for the scalar loop.
-template <class S, int STRIDE>
-void dw_row(std::int64_t n, std::int64_t rows, const typename S::T* const* in, const typename S::T* const* w,
-            std::int64_t kw, std::int64_t dil, typename S::T* out) {
+// and is stored once. K3: a 3 x 3 filter with its three rows inside (rows and kw are 3),
+// whose nine weights stay in registers. With stride 1 the last W outputs are one vector,
+// computed first from the outputs as they are, so no scalar tail is left. A stride-2
+// vector reads one element past its last tap, so that loop stops while at least one
+// output is left for the scalar loop.
+// W consecutive inputs (STRIDE 1) or every other one of 2W (STRIDE 2).
+template <class S, int STRIDE> typename S::V dw_load(const typename S::T* p) {
+    if constexpr (STRIDE == 1) return S::load(p);
+    else return S::load2(p);
+}
+
+// out[x .. x + W) plus its taps (the arguments of dw_row; w3: the 3 x 3 weights when K3).
+template <class S, int STRIDE, bool K3>
+typename S::V dw_vector(std::int64_t x, std::int64_t rows, const typename S::T* const* in, const typename S::T* const* w,
+                        const typename S::V (&w3)[3][3], std::int64_t kw, std::int64_t dil, const typename S::T* out) {
+    typename S::V acc = S::load(out + x);
+    if constexpr (K3) {
+#pragma GCC unroll 3
+        for (int r = 0; r < 3; ++r)
+#pragma GCC unroll 3
+            for (int j = 0; j < 3; ++j) acc = S::fma(w3[r][j], dw_load<S, STRIDE>(in[r] + x * STRIDE + j * dil), acc);
+    } else {
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t j = 0; j < kw; ++j)
+                acc = S::fma(S::bcast(w[r] + j), dw_load<S, STRIDE>(in[r] + x * STRIDE + j * dil), acc);
+    }
+    return acc;
+}
+
+template <class S, int STRIDE, bool K3>
+void dw_row(std::int64_t n, std::int64_t rows_in, const typename S::T* const* in, const typename S::T* const* w,
+            std::int64_t kw_in, std::int64_t dil, typename S::T* out) {
     using T = typename S::T;
     using V = typename S::V;
     constexpr int W = S::W;
+    const std::int64_t rows = K3 ? 3 : rows_in, kw = K3 ? 3 : kw_in;
+    V w3[3][3];
+    if constexpr (K3) {
+#pragma GCC unroll 3
+        for (int r = 0; r < 3; ++r)
+#pragma GCC unroll 3
+            for (int j = 0; j < 3; ++j) w3[r][j] = S::bcast(w[r] + j);
+    }
     std::int64_t x = 0;
-    for (; x + W < n + (STRIDE == 1 ? 1 : 0); x += W) {
-        V acc = S::load(out + x);
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const T* src = in[r] + x * STRIDE;
-            const T* wr = w[r];
-            for (std::int64_t j = 0; j < kw; ++j) {
-                const V v = STRIDE == 1 ? S::load(src + j * dil) : S::load2(src + j * dil);
-                acc = S::fma(S::bcast(wr + j), v, acc);
-            }
-        }
-        S::store(out + x, acc);
+    if constexpr (STRIDE == 1) {
+        alignas(64) T last[W];
+        const bool tail = n > W && n % W != 0;
+        if (tail) S::store(last, dw_vector<S, STRIDE, K3>(n - W, rows, in, w, w3, kw, dil, out));
+        for (; x + W <= n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
+        if (tail)
+            for (; x < n; ++x) out[x] = last[x - (n - W)];
+    } else {
+        for (; x + W < n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
     }
     for (; x < n; ++x) {
         T sum = out[x];
@@ -157,7 +190,8 @@ void dw_row(std::int64_t n, std::int64_t rows, const typename S::T* const* in, c
     }
 }
 
-// The table of one traits type: tiles of 1..MR rows of NV vectors, depthwise strides 1, 2.
+// The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
+// depthwise rows for strides 1 and 2 (any filter, and 3 x 3).
 template <class S, int MR, int NV, class Table, std::size_t... R>
 constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::int64_t nc, std::index_sequence<R...>) {
     return Table{isa,
@@ -168,7 +202,8 @@ constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::in
                  nc,
                  {nullptr, &tile<S, MR, NV, int(R) + 1>...},
                  {nullptr, &rows<S, 1>, &rows<S, 2>, &rows<S, 3>, &rows<S, 4>},
-                 {nullptr, &dw_row<S, 1>, &dw_row<S, 2>}};
+                 {nullptr, &dw_row<S, 1, false>, &dw_row<S, 2, false>},
+                 {nullptr, &dw_row<S, 1, true>, &dw_row<S, 2, true>}};
 }
 
 }  // namespace kiln::interp::simd
