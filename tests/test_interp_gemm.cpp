@@ -181,9 +181,10 @@ TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2, any and 3x3) aga
                             CAPTURE(kw);
                             CAPTURE(dil);
                             CAPTURE(rows);
-                            // Each input row has exactly the elements the taps read, so that
-                            // a read past them is a heap overflow under AddressSanitizer.
-                            const std::size_t len = static_cast<std::size_t>((n - 1) * stride + (kw - 1) * dil + 1);
+                            // Each input row has exactly the elements the kernel may read (the
+                            // taps, and one more with stride 2), so that a read past them is a
+                            // heap overflow under AddressSanitizer.
+                            const std::size_t len = static_cast<std::size_t>((n - 1) * stride + (kw - 1) * dil + stride);
                             std::vector<std::vector<float>> in;
                             std::vector<std::vector<float>> w;
                             std::vector<const float*> in_p, w_p;

@@ -5,13 +5,16 @@
 //   compute in f32 and round once at the end; f32 accumulates in f32, f64 in f64 (with FMA
 //   where the CPU has it).
 //   * Depthwise (weight dim 1 is 1: groups == input channels, any multiplier): a direct
-//     kernel per output row, vectorised along the row; taps in the padding are skipped.
+//     kernel per output row, vectorised along the row, over a zero-padded copy of the
+//     input plane.
 //   * 1x1 with stride 1 and no padding: per (sample, group, block of pixels) a GEMM of
 //     the weights and the input planes, read in place.
 //   * Otherwise per (sample, group, block of output pixels) im2col + GEMM (gemm.h, shared
-//     with matmul), so the scratch column buffer stays bounded; padded taps are zeros.
-//   With finite weights the paths agree with the plain sum over the real (unpadded) taps;
-//   a NaN input reaches every output whose window covers it.
+//     with matmul), so the scratch column buffer stays bounded. The column block is
+//     written in the GEMM's packed layout, so it is not copied again.
+//   On every path the padding is zeros: with finite weights the result is the plain sum
+//   over the real (unpadded) taps, and a NaN input reaches every output whose window
+//   covers it (a non-finite weight over the padding gives NaN, 0 * inf).
 // - Pools ignore padded positions: max_pool2d takes the max over the real elements of a
 //   window (NaN propagates) and avg_pool2d divides the double sum by the number of real
 //   elements (count_include_pad = false). A window with no real element (only possible
@@ -25,7 +28,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <utility>
 
 namespace kiln::interp {
 namespace {
@@ -44,15 +46,6 @@ struct ConvShape {
 I64 ceil_div(I64 a, I64 b) { return (a + b - 1) / b; }
 I64 round_up(I64 a, I64 unit) { return ceil_div(a, unit) * unit; }
 
-// Output positions x in [lo, hi) whose taps x * s - p + j * d (j < k) all fall in [0, size),
-// clamped to [0, out). For x outside, some tap falls in the padding.
-std::pair<I64, I64> interior(const Window& win, I64 size, I64 out) {
-    const I64 lo = std::min(out, ceil_div(win.p, win.s));
-    const I64 last = size - 1 + win.p - (win.k - 1) * win.d;  // x * s <= last
-    const I64 hi = last < 0 ? lo : std::clamp(last / win.s + 1, lo, out);
-    return {lo, hi};
-}
-
 // DwRowFn (gemm.h) for any stride, in scalar code: strides above 2 are rare.
 template <class C>
 void dw_row_strided(I64 n, I64 stride, I64 rows, const C* const* in, const C* const* w, I64 kw, I64 dil, C* out) {
@@ -66,55 +59,39 @@ void dw_row_strided(I64 n, I64 stride, I64 rows, const C* const* in, const C* co
 
 // Depthwise (each output channel reads one input channel: weight dim 1 is 1, any groups):
 // a direct kernel over output rows, vectorised along the row (the kernel set's dw_row for
-// strides 1 and 2) where every tap is inside the input, scalar at the padded edges. Padded
-// positions contribute nothing.
+// strides 1 and 2, 3 x 3 filters apart). Each input plane is first copied into a
+// zero-padded plane, so that every output row is one call with every tap inside: no edge
+// cases, and the padding is zeros, as in im2col.
 template <class C>
 void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw,
                     const std::vector<double>& bias, C* po) {
     const Window &wh = cs.wh, &ww = cs.ww;
-    const auto [x_lo, x_hi] = interior(ww, cs.w, cs.ow);
-    const DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
-    const DwRowFn<C> row_fn_3x3 = ww.s <= 2 && ww.k == 3 ? kr.dw_row_3x3[ww.s] : nullptr;
+    const I64 hp = cs.h + 2 * wh.p, wp = cs.w + 2 * ww.p;  // the padded plane
+    DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
+    if (ww.s <= 2 && wh.k == 3 && ww.k == 3) row_fn = kr.dw_row_3x3[ww.s];
     core::parallel_range(cs.n * cs.o, cs.oh * cs.ow * wh.k * ww.k, [&](I64 lo, I64 hi) {
-        const std::size_t kh = static_cast<std::size_t>(wh.k);
-        std::vector<const C*> in_rows(kh), w_rows(kh), interior_rows(kh);
+        // The border stays 0; one more element for the stride-2 kernel's read past the last tap.
+        std::vector<C> padded(static_cast<std::size_t>(hp * wp + 1), C(0));
+        std::vector<const C*> in_rows(static_cast<std::size_t>(wh.k)), w_rows(in_rows.size());
+        I64 plane_in_buffer = -1;
         for (I64 t = lo; t < hi; ++t) {
-            const I64 ni = t / cs.o, oc = t % cs.o;
-            const C* src = px + (ni * cs.cin + oc / cs.og) * cs.h * cs.w;
+            const I64 ni = t / cs.o, oc = t % cs.o, plane = ni * cs.cin + oc / cs.og;
+            if (plane != plane_in_buffer) {  // with a multiplier, consecutive outputs share it
+                const C* src = px + plane * cs.h * cs.w;
+                for (I64 y = 0; y < cs.h; ++y)
+                    std::copy_n(src + y * cs.w, cs.w, padded.data() + (y + wh.p) * wp + ww.p);
+                plane_in_buffer = plane;
+            }
             const C* wt = pw + oc * wh.k * ww.k;
+            for (I64 i = 0; i < wh.k; ++i) w_rows[static_cast<std::size_t>(i)] = wt + i * ww.k;
             C* dst = po + t * cs.oh * cs.ow;
             std::fill_n(dst, cs.oh * cs.ow, static_cast<C>(bias[static_cast<std::size_t>(oc)]));
             for (I64 y = 0; y < cs.oh; ++y) {
+                for (I64 i = 0; i < wh.k; ++i)
+                    in_rows[static_cast<std::size_t>(i)] = padded.data() + (y * wh.s + i * wh.d) * wp;
                 C* row = dst + y * cs.ow;
-                // The filter rows whose input row exists, and those input rows.
-                std::size_t rows = 0;
-                for (I64 i = 0; i < wh.k; ++i) {
-                    const I64 iy = y * wh.s - wh.p + i * wh.d;
-                    if (iy < 0 || iy >= cs.h) continue;
-                    in_rows[rows] = src + iy * cs.w;
-                    w_rows[rows] = wt + i * ww.k;
-                    ++rows;
-                }
-                auto edge = [&](I64 xo) {  // an output column with some taps in the padding
-                    C acc = row[xo];
-                    for (std::size_t r = 0; r < rows; ++r)
-                        for (I64 j = 0; j < ww.k; ++j) {
-                            const I64 ix = xo * ww.s - ww.p + j * ww.d;
-                            if (ix >= 0 && ix < cs.w) acc += w_rows[r][j] * in_rows[r][ix];
-                        }
-                    row[xo] = acc;
-                };
-                for (I64 xo = 0; xo < x_lo; ++xo) edge(xo);
-                if (x_hi > x_lo && rows > 0) {
-                    for (std::size_t r = 0; r < rows; ++r) interior_rows[r] = in_rows[r] + x_lo * ww.s - ww.p;
-                    const I64 n_in = x_hi - x_lo, nrows = static_cast<I64>(rows);
-                    const DwRowFn<C> fn = rows == 3 && row_fn_3x3 != nullptr ? row_fn_3x3 : row_fn;
-                    if (fn != nullptr)
-                        fn(n_in, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
-                    else
-                        dw_row_strided(n_in, ww.s, nrows, interior_rows.data(), w_rows.data(), ww.k, ww.d, row + x_lo);
-                }
-                for (I64 xo = x_hi; xo < cs.ow; ++xo) edge(xo);
+                if (row_fn != nullptr) row_fn(cs.ow, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
+                else dw_row_strided(cs.ow, ww.s, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
             }
         }
     });

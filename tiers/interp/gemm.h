@@ -46,7 +46,8 @@ inline constexpr int kMaxStreamRows = 4;
 // out[x] += sum_{r < rows, j < kw} w[r][j] * in[r][x * stride + j * dil] for x < n: one
 // output row of a depthwise convolution over the filter rows that fall inside the input
 // (the stride is the function's own, 1 or 2). Reads nothing outside
-// in[r][0 .. (n - 1) * stride + (kw - 1) * dil].
+// in[r][0 .. (n - 1) * stride + (kw - 1) * dil + stride - 1] (stride 2 reads one element
+// past the last tap).
 template <class T>
 using DwRowFn = void (*)(std::int64_t n, std::int64_t rows, const T* const* in, const T* const* w, std::int64_t kw,
                          std::int64_t dil, T* out);

@@ -129,10 +129,10 @@ void rows(std::int64_t n, std::int64_t kc, const typename S::T* a, std::int64_t 
 // One output row of a depthwise convolution over the filter rows that fall inside the
 // input (see DwRowFn in gemm.h): each vector of W outputs is loaded once, takes every tap
 // and is stored once. K3: a 3 x 3 filter with its three rows inside (rows and kw are 3),
-// whose nine weights stay in registers. With stride 1 the last W outputs are one vector,
-// computed first from the outputs as they are, so no scalar tail is left. A stride-2
-// vector reads one element past its last tap, so that loop stops while at least one
-// output is left for the scalar loop.
+// whose nine weights stay in registers. The last W outputs are one vector, computed first
+// from the outputs as they are, so no scalar tail is left (rows shorter than W are scalar).
+// A stride-2 vector loads 2W inputs and keeps the even ones, so it reads one element past
+// its last tap.
 // W consecutive inputs (STRIDE 1) or every other one of 2W (STRIDE 2).
 template <class S, int STRIDE> typename S::V dw_load(const typename S::T* p) {
     if constexpr (STRIDE == 1) return S::load(p);
@@ -172,17 +172,13 @@ void dw_row(std::int64_t n, std::int64_t rows_in, const typename S::T* const* in
             for (int j = 0; j < 3; ++j) w3[r][j] = S::bcast(w[r] + j);
     }
     std::int64_t x = 0;
-    if constexpr (STRIDE == 1) {
-        alignas(64) T last[W];
-        const bool tail = n > W && n % W != 0;
-        if (tail) S::store(last, dw_vector<S, STRIDE, K3>(n - W, rows, in, w, w3, kw, dil, out));
-        for (; x + W <= n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
-        if (tail)
-            for (; x < n; ++x) out[x] = last[x - (n - W)];
-    } else {
-        for (; x + W < n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
-    }
-    for (; x < n; ++x) {
+    alignas(64) T last[W];
+    const bool tail = n > W && n % W != 0;
+    if (tail) S::store(last, dw_vector<S, STRIDE, K3>(n - W, rows, in, w, w3, kw, dil, out));
+    for (; x + W <= n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
+    if (tail)
+        for (; x < n; ++x) out[x] = last[x - (n - W)];
+    for (; x < n; ++x) {  // n < W
         T sum = out[x];
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t j = 0; j < kw; ++j) sum += w[r][j] * in[r][x * STRIDE + j * dil];
