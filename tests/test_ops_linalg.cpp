@@ -1,6 +1,8 @@
 // matmul (NumPy semantics), linear, conv2d, max/avg/global pooling at tier 0 against the
 // reference, on every floating dtype (max_pool2d also on integers), with 1-D promotion, batch
-// broadcasting, zero-size dims, odd sizes, strided views and symbolic batches.
+// broadcasting, zero-size dims, odd sizes, strided views and symbolic batches; sizes at the
+// edges of the interpreter's GEMM tiles, each conv2d path (depthwise direct kernel, 1x1 on
+// the input planes, im2col + GEMM) and NaN propagation through matmul and conv2d.
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
@@ -8,6 +10,7 @@
 
 #include <cmath>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,42 @@ void check_matmul(const Tensor& a, const Tensor& b) {
     double k = static_cast<double>(a.shape().back());
     ref::check_close(out[0], ref::matmul(ref::from_kiln(a), ref::from_kiln(b)), dt,
                      ref::tol_for(dt, std::max(1.0, std::sqrt(k))), "matmul");
+}
+
+struct ConvCase {
+    Shape x, w;
+    Pair stride, padding, dilation;
+    std::int64_t groups;
+    bool bias;
+};
+
+// conv2d at tier 0 against the reference; with nan_at, that element of the input (in
+// row-major order) is NaN first, and NaN must reach exactly the outputs whose window holds it.
+void check_conv(const ConvCase& c, DType dt, std::uint64_t seed, std::optional<std::int64_t> nan_at = std::nullopt) {
+    CAPTURE(seed);
+    INFO("dt = ", ref::dname(dt));
+    INFO("x ", ref::shape_str(c.x), " w ", ref::shape_str(c.w), " stride ", c.stride[0], ",", c.stride[1],
+         " padding ", c.padding[0], ",", c.padding[1], " dilation ", c.dilation[0], ",", c.dilation[1], " groups ",
+         c.groups, " bias ", c.bias);
+    Tensor x = ref::random_input(c.x, seed, dt, -2, 2), w = ref::random_input(c.w, seed + 1, dt, -1, 1);
+    if (nan_at) {
+        RTensor rx = ref::from_kiln(x);
+        rx.v[static_cast<std::size_t>(*nan_at)] = std::nan("");
+        x = ref::to_kiln(rx, dt);
+    }
+    Tensor b = ref::random_input({c.w[0]}, seed + 2, dt, -1, 1);
+    std::vector<kiln::ArgSpec> args{ref::arg_like("x", x), ref::arg_like("w", w)};
+    if (c.bias) args.push_back(ref::arg_like("b", b));
+    kiln::Graph g = kiln::trace("conv", args, [&](const std::vector<Var>& in) -> Var {
+        return kiln::conv2d(in[0], in[1], c.bias ? in[2] : Var(), c.stride, c.padding, c.dilation, c.groups);
+    });
+    auto out = c.bias ? ref::run_graph(g, {x, w, b}) : ref::run_graph(g, {x, w});
+    REQUIRE(out.size() == 1);
+    std::optional<RTensor> rb;
+    if (c.bias) rb = ref::from_kiln(b);
+    double k = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+    ref::check_close(out[0], ref::conv2d(ref::from_kiln(x), ref::from_kiln(w), rb, c.stride, c.padding, c.dilation, c.groups),
+                     dt, ref::tol_for(dt, std::max(2.0, std::sqrt(k))), "conv2d");
 }
 
 }  // namespace
@@ -95,12 +134,6 @@ TEST_CASE("ops.linalg: linear is x @ w^T + b with w [out, in], bias optional") {
 }
 
 TEST_CASE("ops.linalg: conv2d with stride, padding, dilation, groups and optional bias") {
-    struct ConvCase {
-        Shape x, w;
-        Pair stride, padding, dilation;
-        std::int64_t groups;
-        bool bias;
-    };
     const std::vector<ConvCase> cases{
         {{1, 1, 5, 5}, {1, 1, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},
         {{2, 3, 7, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true},
@@ -114,29 +147,97 @@ TEST_CASE("ops.linalg: conv2d with stride, padding, dilation, groups and optiona
     };
     std::uint64_t seed = 42000;
     for (DType dt : ref::float_dtypes())
-        for (const auto& c : cases) {
+        for (const auto& c : cases) check_conv(c, dt, ++seed);
+}
+
+TEST_CASE("ops.linalg: matmul at the edges of the GEMM tiles (odd m, n, k in 1..40) and with batch broadcasting") {
+    // Sizes on both sides of every register tile (4x8, 6x16, 12x32 and their f64 halves) and
+    // of the streamed path for at most 4 rows.
+    const std::vector<std::int64_t> sizes{1, 2, 3, 4, 5, 6, 7, 9, 11, 12, 13, 15, 17, 23, 25, 31, 33, 37, 40};
+    std::mt19937_64 rng(4242);
+    auto pick = [&] { return sizes[rng() % sizes.size()]; };
+    std::uint64_t seed = 45000;
+    for (DType dt : ref::float_dtypes())
+        for (int t = 0; t < 24; ++t) {
+            const std::int64_t m = pick(), n = pick(), k = pick();
             ++seed;
             CAPTURE(seed);
-            INFO("dt = ", ref::dname(dt));
-            INFO("x ", ref::shape_str(c.x), " w ", ref::shape_str(c.w), " stride ", c.stride[0], ",", c.stride[1],
-                 " padding ", c.padding[0], ",", c.padding[1], " dilation ", c.dilation[0], ",", c.dilation[1],
-                 " groups ", c.groups, " bias ", c.bias);
-            Tensor x = ref::random_input(c.x, seed, dt, -2, 2), w = ref::random_input(c.w, seed + 1, dt, -1, 1);
-            Tensor b = ref::random_input({c.w[0]}, seed + 2, dt, -1, 1);
-            std::vector<kiln::ArgSpec> args{ref::arg_like("x", x), ref::arg_like("w", w)};
-            if (c.bias) args.push_back(ref::arg_like("b", b));
-            kiln::Graph g = kiln::trace("conv", args, [&](const std::vector<Var>& in) -> Var {
-                return kiln::conv2d(in[0], in[1], c.bias ? in[2] : Var(), c.stride, c.padding, c.dilation, c.groups);
-            });
-            auto out = c.bias ? ref::run_graph(g, {x, w, b}) : ref::run_graph(g, {x, w});
-            REQUIRE(out.size() == 1);
-            std::optional<RTensor> rb;
-            if (c.bias) rb = ref::from_kiln(b);
-            double k = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
-            ref::check_close(out[0],
-                             ref::conv2d(ref::from_kiln(x), ref::from_kiln(w), rb, c.stride, c.padding, c.dilation, c.groups),
-                             dt, ref::tol_for(dt, std::max(2.0, std::sqrt(k))), "conv2d");
+            check_matmul(ref::random_input({m, k}, seed, dt, -2, 2), ref::random_input({k, n}, seed + 1, dt, -2, 2));
         }
+    for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+        ++seed;
+        CAPTURE(seed);
+        // Batch dims broadcast on either side, with matrices across the tiles.
+        check_matmul(ref::random_input({2, 1, 13, 37}, seed, dt, -2, 2), ref::random_input({3, 37, 33}, seed + 1, dt, -2, 2));
+        check_matmul(ref::random_input({3, 40, 9}, seed + 2, dt, -2, 2), ref::random_input({9, 17}, seed + 3, dt, -2, 2));
+        check_matmul(ref::random_input({1, 4, 31}, seed + 4, dt, -2, 2), ref::random_input({5, 1, 31, 25}, seed + 5, dt, -2, 2));
+        check_matmul(ref::random_input({2, 3, 1, 300}, seed + 6, dt, -1, 1), ref::random_input({300, 70}, seed + 7, dt, -1, 1));
+    }
+    // Larger than the cache blocks (k > 256, m > 144), f32 and f64.
+    check_matmul(Tensor::randn({150, 300}, 46), Tensor::randn({300, 45}, 47));
+    check_matmul(Tensor::randn({2, 97, 261}, 48, DType::f64), Tensor::randn({261, 130}, 49, DType::f64));
+}
+
+TEST_CASE("ops.linalg: matmul propagates a NaN to its row (A) or column (B) of the result") {
+    for (DType dt : {DType::f32, DType::f64, DType::f16})
+        for (std::int64_t m : {1, 3, 8, 19}) {
+            INFO("dt = ", ref::dname(dt));
+            CAPTURE(m);
+            RTensor ra = ref::from_kiln(ref::random_input({m, 21}, 46000 + static_cast<std::uint64_t>(m), dt, -2, 2));
+            RTensor rb = ref::from_kiln(ref::random_input({21, 35}, 46100, dt, -2, 2));
+            ra.v[static_cast<std::size_t>((m / 2) * 21 + 5)] = std::nan("");
+            rb.v[static_cast<std::size_t>(7 * 35 + 34)] = std::nan("");
+            check_matmul(ref::to_kiln(ra, dt), ref::to_kiln(rb, dt));  // the reference has NaN in the same places
+        }
+}
+
+TEST_CASE("ops.linalg: depthwise conv2d (direct kernel): strides 1, 2, 3, padding, dilation, multipliers") {
+    // Rows wide enough for the vector loops of every instruction set (16 floats a vector on
+    // AVX-512) on both sides of the padded edges.
+    const std::vector<ConvCase> cases{
+        {{2, 5, 21, 45}, {5, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 5, true},   // mobilenet's stride 2
+        {{1, 4, 19, 50}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, true},   // mobilenet's stride 1
+        {{1, 3, 17, 41}, {3, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 3, false},  // dilation 2
+        {{1, 3, 16, 38}, {3, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 3, true},   // 5x5
+        {{1, 3, 16, 39}, {3, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 3, true},   // 5x5 stride 2
+        {{1, 2, 12, 37}, {2, 1, 3, 5}, {1, 2}, {0, 2}, {2, 1}, 2, true},   // asymmetric
+        {{1, 2, 11, 40}, {2, 1, 3, 3}, {3, 3}, {1, 1}, {1, 1}, 2, true},   // stride 3 (scalar rows)
+        {{1, 3, 9, 33}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3, true},    // multiplier 2
+        {{2, 1, 7, 20}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},   // one input channel
+        {{1, 2, 5, 3}, {2, 1, 3, 3}, {2, 2}, {3, 3}, {1, 1}, 2, true},     // padding wider than the input
+        {{1, 2, 7, 4}, {2, 1, 3, 3}, {1, 1}, {0, 0}, {3, 1}, 2, true},     // dilated to the input: 1 x 2
+    };
+    std::uint64_t seed = 47000;
+    for (DType dt : ref::float_dtypes())
+        for (const auto& c : cases) check_conv(c, dt, ++seed);
+}
+
+TEST_CASE("ops.linalg: 1x1 conv2d (GEMM on the input planes) and im2col convolutions across the GEMM tiles") {
+    const std::vector<ConvCase> cases{
+        {{2, 8, 13, 29}, {12, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},  // 1x1, read in place
+        {{1, 8, 9, 11}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 2, false},   // 1x1 grouped
+        {{1, 3, 5, 7}, {37, 3, 1, 1}, {1, 1}, {0, 0}, {2, 2}, 1, true},    // 1x1, dilation is moot
+        {{1, 6, 9, 10}, {5, 6, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, true},    // 1x1 stride 2: im2col
+        {{1, 6, 5, 6}, {5, 6, 1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, true},     // 1x1 padded: im2col
+        {{1, 20, 15, 17}, {33, 20, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // resnet-like
+        {{2, 6, 14, 9}, {10, 3, 3, 3}, {2, 1}, {1, 0}, {1, 2}, 2, false},
+    };
+    std::uint64_t seed = 48000;
+    for (DType dt : ref::float_dtypes())
+        for (const auto& c : cases) check_conv(c, dt, ++seed);
+}
+
+TEST_CASE("ops.linalg: conv2d propagates a NaN input to the outputs whose window holds it, on every path") {
+    std::uint64_t seed = 49000;
+    for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+        // Depthwise, 1x1 in place, and im2col; the NaN sits inside and at the border.
+        for (std::int64_t at : {0, 7 * 23 + 11, 2 * 9 * 23 - 1}) {
+            check_conv({{1, 2, 9, 23}, {2, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true}, dt, ++seed, at);
+            check_conv({{1, 2, 9, 23}, {2, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 2, true}, dt, ++seed, at);
+            check_conv({{1, 2, 9, 23}, {5, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true}, dt, ++seed, at);
+            check_conv({{1, 2, 9, 23}, {5, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true}, dt, ++seed, at);
+        }
+    }
 }
 
 TEST_CASE("ops.linalg: conv2d with default arguments, a strided input and a symbolic batch") {

@@ -1,7 +1,11 @@
 #include "src/core/strided.h"
 
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
 
 namespace kiln::core {
 
@@ -17,6 +21,12 @@ void parallel_range(std::int64_t n, std::int64_t cost_per_item,
     if (grain < 1) grain = 1;
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, static_cast<std::size_t>(grain)),
                       [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+int parallel_width() {
+    const std::size_t cap = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+    const int arena = tbb::this_task_arena::max_concurrency();
+    return std::max(1, std::min(arena, static_cast<int>(std::min<std::size_t>(cap, 1 << 20))));
 }
 
 }  // namespace kiln::core

@@ -1,10 +1,20 @@
 // conv2d (NCHW input, OIHW weight, grouped, strided, dilated, zero padded) and the 2-D
 // pools.
 //
-// - conv2d lowers each (sample, group, block of output pixels) to im2col + GEMM
-//   (gemm_acc, shared with matmul), so the scratch column buffer stays bounded; the output
-//   block starts from the bias (or 0). f16/bf16 compute in f32 and round once at the end;
-//   f32 accumulates in f32, f64 in f64.
+// - conv2d has three paths, all starting the output from the bias (or 0). f16/bf16
+//   compute in f32 and round once at the end; f32 accumulates in f32, f64 in f64 (with FMA
+//   where the CPU has it).
+//   * Depthwise (weight dim 1 is 1: groups == input channels, any multiplier): a direct
+//     kernel per output row, vectorised along the row, over a zero-padded copy of the
+//     input plane.
+//   * 1x1 with stride 1 and no padding: per (sample, group, block of pixels) a GEMM of
+//     the weights and the input planes, read in place.
+//   * Otherwise per (sample, group, block of output pixels) im2col + GEMM (gemm.h, shared
+//     with matmul), so the scratch column buffer stays bounded. The column block is
+//     written in the GEMM's packed layout, so it is not copied again.
+//   On every path the padding is zeros: with finite weights the result is the plain sum
+//   over the real (unpadded) taps, and a NaN input reaches every output whose window
+//   covers it (a non-finite weight over the padding gives NaN, 0 * inf).
 // - Pools ignore padded positions: max_pool2d takes the max over the real elements of a
 //   window (NaN propagates) and avg_pool2d divides the double sum by the number of real
 //   elements (count_include_pad = false). A window with no real element (only possible
@@ -12,6 +22,7 @@
 //   avg; global_avg_pool2d over an empty plane gives NaN.
 #include "src/core/strided.h"
 #include "src/support/check.h"
+#include "tiers/interp/gemm.h"
 #include "tiers/interp/kernels.h"
 
 #include <algorithm>
@@ -26,6 +37,146 @@ using I64 = std::int64_t;
 struct Window {
     I64 k, s, p, d;
 };
+
+struct ConvShape {
+    I64 n, cin, h, w, o, groups, cg, og, oh, ow;
+    Window wh, ww;
+};
+
+I64 ceil_div(I64 a, I64 b) { return (a + b - 1) / b; }
+I64 round_up(I64 a, I64 unit) { return ceil_div(a, unit) * unit; }
+
+// DwRowFn (gemm.h) for any stride, in scalar code: strides above 2 are rare.
+template <class C>
+void dw_row_strided(I64 n, I64 stride, I64 rows, const C* const* in, const C* const* w, I64 kw, I64 dil, C* out) {
+    for (I64 x = 0; x < n; ++x) {
+        C acc = out[x];
+        for (I64 r = 0; r < rows; ++r)
+            for (I64 j = 0; j < kw; ++j) acc += w[r][j] * in[r][x * stride + j * dil];
+        out[x] = acc;
+    }
+}
+
+// Depthwise (each output channel reads one input channel: weight dim 1 is 1, any groups):
+// a direct kernel over output rows, vectorised along the row (the kernel set's dw_row for
+// strides 1 and 2, 3 x 3 filters apart). Each input plane is first copied into a
+// zero-padded plane, so that every output row is one call with every tap inside: no edge
+// cases, and the padding is zeros, as in im2col.
+template <class C>
+void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw,
+                    const std::vector<double>& bias, C* po) {
+    const Window &wh = cs.wh, &ww = cs.ww;
+    const I64 hp = cs.h + 2 * wh.p, wp = cs.w + 2 * ww.p;  // the padded plane
+    DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
+    if (ww.s <= 2 && wh.k == 3 && ww.k == 3) row_fn = kr.dw_row_3x3[ww.s];
+    core::parallel_range(cs.n * cs.o, cs.oh * cs.ow * wh.k * ww.k, [&](I64 lo, I64 hi) {
+        // The border stays 0; one more element for the stride-2 kernel's read past the last tap.
+        std::vector<C> padded(static_cast<std::size_t>(hp * wp + 1), C(0));
+        std::vector<const C*> in_rows(static_cast<std::size_t>(wh.k)), w_rows(in_rows.size());
+        I64 plane_in_buffer = -1;
+        for (I64 t = lo; t < hi; ++t) {
+            const I64 ni = t / cs.o, oc = t % cs.o, plane = ni * cs.cin + oc / cs.og;
+            if (plane != plane_in_buffer) {  // with a multiplier, consecutive outputs share it
+                const C* src = px + plane * cs.h * cs.w;
+                for (I64 y = 0; y < cs.h; ++y)
+                    std::copy_n(src + y * cs.w, cs.w, padded.data() + (y + wh.p) * wp + ww.p);
+                plane_in_buffer = plane;
+            }
+            const C* wt = pw + oc * wh.k * ww.k;
+            for (I64 i = 0; i < wh.k; ++i) w_rows[static_cast<std::size_t>(i)] = wt + i * ww.k;
+            C* dst = po + t * cs.oh * cs.ow;
+            std::fill_n(dst, cs.oh * cs.ow, static_cast<C>(bias[static_cast<std::size_t>(oc)]));
+            for (I64 y = 0; y < cs.oh; ++y) {
+                for (I64 i = 0; i < wh.k; ++i)
+                    in_rows[static_cast<std::size_t>(i)] = padded.data() + (y * wh.s + i * wh.d) * wp;
+                C* row = dst + y * cs.ow;
+                if (row_fn != nullptr) row_fn(cs.ow, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
+                else dw_row_strided(cs.ow, ww.s, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
+            }
+        }
+    });
+}
+
+// The im2col matrix for output pixels [p0, p0 + np) of one sample and group, written as
+// the GEMM's packed right operand (gemm_acc_packed_b): row r = (c, i, j) holds the input
+// value under tap (i, j) of channel c for each pixel, 0 in the padding; pixel q of row r is
+// at (q / nr) * ckk * nr + r * nr + q % nr, and the last panel is zero past np. Walks the
+// pixels in runs that stay within one output row and one panel (no division per element).
+template <class C>
+void im2col_packed(const ConvShape& cs, const C* src, I64 p0, I64 np, I64 nr, C* col) {
+    const I64 ckk = cs.cg * cs.wh.k * cs.ww.k, tail = round_up(np, nr) - np;
+    const Window &wh = cs.wh, &ww = cs.ww;
+    for (I64 c = 0; c < cs.cg; ++c) {
+        const C* plane = src + c * cs.h * cs.w;
+        for (I64 i = 0; i < wh.k; ++i)
+            for (I64 j = 0; j < ww.k; ++j) {
+                C* row = col + ((c * wh.k + i) * ww.k + j) * nr;
+                const I64 off = j * ww.d - ww.p;  // input column = xo * s + off
+                // Output columns whose tap is inside the input row: [xa, xb).
+                const I64 xa = std::min(cs.ow, off >= 0 ? 0 : ceil_div(-off, ww.s));
+                const I64 xb = cs.w - 1 - off < 0 ? xa : std::clamp((cs.w - 1 - off) / ww.s + 1, xa, cs.ow);
+                for (I64 q = 0; q < np;) {
+                    const I64 p = p0 + q, y = p / cs.ow, x0 = p % cs.ow;
+                    // The rest of this output row, within this panel.
+                    const I64 len = std::min({cs.ow - x0, np - q, nr - q % nr});
+                    C* dst = row + (q / nr) * ckk * nr + q % nr;
+                    const I64 iy = y * wh.s - wh.p + i * wh.d;
+                    if (iy < 0 || iy >= cs.h) {
+                        std::fill_n(dst, len, C(0));
+                    } else {
+                        // Zeros left of xa, input values in [xa, xb), zeros from xb.
+                        const C* in = plane + iy * cs.w;
+                        const I64 a = std::clamp(xa, x0, x0 + len), b = std::clamp(xb, a, x0 + len);
+                        std::fill(dst, dst + (a - x0), C(0));
+                        if (ww.s == 1) std::copy(in + a + off, in + b + off, dst + (a - x0));
+                        else
+                            for (I64 xo = a; xo < b; ++xo) dst[xo - x0] = in[xo * ww.s + off];
+                        std::fill(dst + (b - x0), dst + len, C(0));
+                    }
+                    q += len;
+                }
+                if (tail > 0) std::fill_n(row + (np / nr) * ckk * nr + np % nr, tail, C(0));
+            }
+    }
+}
+
+// Every other conv2d as a GEMM per (sample, group, block of output pixels): weights
+// [og x cg*kh*kw] times the im2col block, into the output block started from the bias.
+// A 1x1 convolution with stride 1 and no padding reads the input planes as the GEMM's right
+// operand directly (no im2col).
+template <class C>
+void conv_gemm(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw, const std::vector<double>& bias,
+               C* po) {
+    const I64 npix = cs.oh * cs.ow, ckk = cs.cg * cs.wh.k * cs.ww.k;
+    const bool direct = cs.wh.k == 1 && cs.ww.k == 1 && cs.wh.s == 1 && cs.ww.s == 1 && cs.wh.p == 0 && cs.ww.p == 0;
+    // Pixels per task: keep an im2col block near 2^18 elements; with several threads, split
+    // each image into enough blocks for about four tasks per thread.
+    I64 pb = direct ? npix : std::max<I64>(16, ((I64(1) << 18) / std::max<I64>(ckk, 1)) / 16 * 16);
+    const int width = core::parallel_width();
+    if (width > 1) {
+        const I64 per_image = ceil_div(4 * width, cs.n * cs.groups);
+        pb = std::min(pb, std::max<I64>(64, ceil_div(ceil_div(npix, per_image), 16) * 16));
+    }
+    pb = std::min(pb, npix);
+    const I64 pblocks = ceil_div(npix, pb);
+    core::parallel_range(cs.n * cs.groups * pblocks, cs.og * std::max<I64>(ckk, 1) * pb, [&](I64 lo, I64 hi) {
+        std::vector<C> col(direct ? 0 : static_cast<std::size_t>(ckk * round_up(pb, kr.nr)));
+        for (I64 t = lo; t < hi; ++t) {
+            const I64 ni = t / (cs.groups * pblocks), g = (t / pblocks) % cs.groups, p0 = (t % pblocks) * pb;
+            const I64 np = std::min(pb, npix - p0);
+            const C* src = px + (ni * cs.cin + g * cs.cg) * cs.h * cs.w;
+            C* dst = po + (ni * cs.o + g * cs.og) * npix + p0;
+            for (I64 oc = 0; oc < cs.og; ++oc)
+                std::fill_n(dst + oc * npix, np, static_cast<C>(bias[static_cast<std::size_t>(g * cs.og + oc)]));
+            if (direct) {
+                gemm_acc<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, src + p0, npix, dst, npix);
+            } else {
+                im2col_packed(cs, src, p0, np, kr.nr, col.data());
+                gemm_acc_packed_b<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, col.data(), dst, npix);
+            }
+        }
+    });
+}
 
 template <class C> bool is_nan(C v) {
     if constexpr (std::is_floating_point_v<C>) return std::isnan(v);
@@ -48,49 +199,26 @@ Tensor conv2d(const ir::Node& node, const std::vector<Tensor>& in, const Shape& 
     if (in.size() == 3)
         KILN_USER_CHECK(in[2].rank() == 1 && in[2].dim(0) == o,
                         "conv2d: bias has shape " << shape_to_string(in[2].shape()) << ", expected [" << o << "]");
-    const Window wh{kh, stride[0], padding[0], dilation[0]}, ww{kw, stride[1], padding[1], dilation[1]};
-    const I64 oh = out_shape[2], ow = out_shape[3], og = o / groups;
-    const I64 npix = oh * ow, ckk = cg * kh * kw;
+    ConvShape cs;
+    cs.n = n, cs.cin = cin, cs.h = h, cs.w = wd, cs.o = o, cs.groups = groups, cs.cg = cg, cs.og = o / groups;
+    cs.oh = out_shape[2], cs.ow = out_shape[3];
+    cs.wh = {kh, stride[0], padding[0], dilation[0]};
+    cs.ww = {kw, stride[1], padding[1], dilation[1]};
     const DType ct = compute_dtype(x.dtype());
     Tensor out = Tensor::empty(out_shape, ct);
     if (out.numel() == 0) return ct == x.dtype() ? out : out.astype(x.dtype());
 
     const Tensor xc = dense_as(x, ct), wc = dense_as(w, ct);
     const std::vector<double> bias = in.size() == 3 ? in[2].to_doubles() : std::vector<double>(static_cast<std::size_t>(o), 0.0);
-    // Pixels per task: keep the column buffer near 2^18 elements, a multiple of 8 wide.
-    const I64 pb = std::min(npix, std::max<I64>(8, ((I64(1) << 18) / std::max<I64>(ckk, 1)) / 8 * 8));
-    const I64 pblocks = (npix + pb - 1) / pb;
-
     dispatch_floating(ct, "conv2d", [&](auto tag) {
         using C = decltype(tag);
         if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
             const C* px = static_cast<const C*>(xc.data());
             const C* pw = static_cast<const C*>(wc.data());
             C* po = static_cast<C*>(out.data());
-            core::parallel_range(n * groups * pblocks, og * std::max<I64>(ckk, 1) * pb, [&](I64 lo, I64 hi) {
-                std::vector<C> col(static_cast<std::size_t>(ckk * pb));
-                for (I64 t = lo; t < hi; ++t) {
-                    const I64 ni = t / (groups * pblocks), g = (t / pblocks) % groups, p0 = (t % pblocks) * pb;
-                    const I64 np = std::min(pb, npix - p0);
-                    // im2col: row (c, i, j) of the block holds input pixels for every output pixel.
-                    for (I64 c = 0; c < cg; ++c) {
-                        const C* plane = px + ((ni * cin) + g * cg + c) * h * wd;
-                        for (I64 i = 0; i < kh; ++i)
-                            for (I64 j = 0; j < kw; ++j) {
-                                C* row = col.data() + ((c * kh + i) * kw + j) * np;
-                                for (I64 q = 0; q < np; ++q) {
-                                    const I64 p = p0 + q, y = p / ow, xo = p % ow;
-                                    const I64 iy = y * wh.s - wh.p + i * wh.d, ix = xo * ww.s - ww.p + j * ww.d;
-                                    row[q] = (iy >= 0 && iy < h && ix >= 0 && ix < wd) ? plane[iy * wd + ix] : C(0);
-                                }
-                            }
-                    }
-                    C* dst = po + (ni * o + g * og) * npix + p0;
-                    for (I64 oc = 0; oc < og; ++oc)
-                        std::fill_n(dst + oc * npix, np, static_cast<C>(bias[static_cast<std::size_t>(g * og + oc)]));
-                    gemm_acc<C>(og, np, ckk, pw + g * og * ckk, ckk, col.data(), np, dst, npix);
-                }
-            });
+            const SimdKernels<C>& kr = simd_kernels<C>(interp_cpu_isa());
+            if (cg == 1) conv_depthwise<C>(cs, kr, px, pw, bias, po);
+            else conv_gemm<C>(cs, kr, px, pw, bias, po);
         } else {
             KILN_UNREACHABLE("interp: conv2d compute dtype");
         }

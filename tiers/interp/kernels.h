@@ -31,12 +31,6 @@ Tensor shape_op(const ir::Node& node, const std::vector<Tensor>& in, const Shape
 
 // ---- shared helpers ----
 
-// C += A * B for row-major blocks (A: m x k, lda; B: k x n, ldb; C: m x n, ldc), on the
-// calling thread. Instantiated for float and double (matmul.cpp); conv2d reuses it.
-template <class C>
-void gemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const C* a, std::int64_t lda, const C* b,
-              std::int64_t ldb, C* c, std::int64_t ldc);
-
 // Storage value <-> compute value (f16/bf16 compute in float, every other type in itself).
 template <class T> inline core::compute_t<T> ld(T v) {
     if constexpr (core::is_half_v<T>) return static_cast<float>(v);

@@ -1,74 +1,26 @@
-// matmul with NumPy semantics, and the blocked GEMM that conv2d shares.
+// matmul with NumPy semantics, on the interpreter's GEMM (gemm.h, shared with conv2d).
 //
 // - A 1-D left operand [K] is treated as [1, K] and a 1-D right operand [K] as [K, 1]; the
 //   added dim is absent from the result (out_shape already says so).
 // - Batch dims broadcast (NumPy rules) without materialising the broadcast copies: each
 //   operand is made dense once and a batch index is mapped to its own batch offset.
 // - f16/bf16 operands are converted to f32, multiplied in f32 and rounded once at the end;
-//   f32 accumulates in f32 and f64 in f64. K == 0 gives zeros.
-// - Work is split across threads by (batch, block of 64 rows).
+//   f32 accumulates in f32 and f64 in f64 (with FMA where the CPU has it, so results may
+//   differ from a separate multiply and add in the last bit). K == 0 gives zeros. As in
+//   the plain sum of products, a NaN in row i of A (column j of B) makes row i (column j)
+//   of the result NaN, and an Inf makes it Inf or NaN.
+// - Work is split into (batch, row part, column part) tasks: one task per matrix on one
+//   thread, about four per thread otherwise (split_gemm picks the parts).
 #include "src/core/strided.h"
 #include "src/support/check.h"
+#include "tiers/interp/gemm.h"
 #include "tiers/interp/kernels.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace kiln::interp {
-namespace {
 
 using I64 = std::int64_t;
-
-// Register tile of the micro-kernel and the depth of one packed panel of B.
-constexpr int kMr = 4;
-constexpr int kNr = 8;
-constexpr I64 kKc = 256;
-
-// c[0..mr) x [0..nr) += a rows (a[r] points at row r, kc values) times the packed panel bp
-// (kc x kNr, zero beyond nr columns).
-template <class C>
-void micro(I64 kc, const C* const* a, const C* bp, C* c, I64 ldc, int mr, int nr) {
-    C acc[kMr][kNr] = {};
-    for (I64 k = 0; k < kc; ++k) {
-        const C* b = bp + k * kNr;
-        for (int r = 0; r < kMr; ++r) {
-            const C av = a[r][k];
-            for (int j = 0; j < kNr; ++j) acc[r][j] += av * b[j];
-        }
-    }
-    for (int r = 0; r < mr; ++r)
-        for (int j = 0; j < nr; ++j) c[r * ldc + j] += acc[r][j];
-}
-
-}  // namespace
-
-template <class C>
-void gemm_acc(I64 m, I64 n, I64 k, const C* a, I64 lda, const C* b, I64 ldb, C* c, I64 ldc) {
-    if (m <= 0 || n <= 0 || k <= 0) return;
-    std::vector<C> panel(static_cast<std::size_t>(std::min(k, kKc) * kNr));
-    for (I64 k0 = 0; k0 < k; k0 += kKc) {
-        const I64 kc = std::min(kKc, k - k0);
-        for (I64 j0 = 0; j0 < n; j0 += kNr) {
-            const int nr = static_cast<int>(std::min<I64>(kNr, n - j0));
-            // Pack B[k0:k0+kc, j0:j0+nr] into kc rows of kNr (zero padded).
-            for (I64 kk = 0; kk < kc; ++kk) {
-                const C* src = b + (k0 + kk) * ldb + j0;
-                C* dst = panel.data() + kk * kNr;
-                for (int j = 0; j < kNr; ++j) dst[j] = j < nr ? src[j] : C(0);
-            }
-            for (I64 i0 = 0; i0 < m; i0 += kMr) {
-                const int mr = static_cast<int>(std::min<I64>(kMr, m - i0));
-                const C* rows[kMr];
-                // Rows past the edge reuse row i0; their results are discarded.
-                for (int r = 0; r < kMr; ++r) rows[r] = a + (i0 + (r < mr ? r : 0)) * lda + k0;
-                micro(kc, rows, panel.data(), c + i0 * ldc + j0, ldc, mr, nr);
-            }
-        }
-    }
-}
-
-template void gemm_acc<float>(I64, I64, I64, const float*, I64, const float*, I64, float*, I64);
-template void gemm_acc<double>(I64, I64, I64, const double*, I64, const double*, I64, double*, I64);
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Shape& out_shape) {
     KILN_CHECK(a_in.rank() >= 1 && b_in.rank() >= 1 && a_in.dtype() == b_in.dtype(), "interp: matmul operands");
@@ -119,13 +71,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Shape& out_shape) {
             const C* pa = static_cast<const C*>(ac.data());
             const C* pb = static_cast<const C*>(bc.data());
             C* pc = static_cast<C*>(out.data());
-            constexpr I64 kRows = 64;
-            const I64 blocks = (m + kRows - 1) / kRows;
-            core::parallel_range(nb * blocks, std::min(m, kRows) * std::max<I64>(k, 1) * n, [&](I64 lo, I64 hi) {
+            const CpuIsa isa = interp_cpu_isa();
+            const int width = core::parallel_width();
+            const I64 parts = width > 1 && nb * m * n * k >= (I64(1) << 20) ? (4 * width + nb - 1) / nb : 1;
+            const GemmSplit sp = split_gemm(m, n, k, parts);
+            const I64 per_matrix = sp.row_parts * sp.col_parts;
+            core::parallel_range(nb * per_matrix, sp.rows_per_part * sp.cols_per_part * std::max<I64>(k, 1), [&](I64 lo, I64 hi) {
                 for (I64 t = lo; t < hi; ++t) {
-                    const I64 bi = t / blocks, i0 = (t % blocks) * kRows, rows = std::min(kRows, m - i0);
-                    gemm_acc<C>(rows, n, k, pa + aoff[static_cast<std::size_t>(bi)] + i0 * k, k,
-                                pb + boff[static_cast<std::size_t>(bi)], n, pc + (bi * m + i0) * n, n);
+                    const I64 bi = t / per_matrix, part = t % per_matrix;
+                    const I64 i0 = (part / sp.col_parts) * sp.rows_per_part, j0 = (part % sp.col_parts) * sp.cols_per_part;
+                    const I64 rows = std::min(sp.rows_per_part, m - i0), cols = std::min(sp.cols_per_part, n - j0);
+                    gemm_acc<C>(isa, rows, cols, k, pa + aoff[static_cast<std::size_t>(bi)] + i0 * k, k,
+                                pb + boff[static_cast<std::size_t>(bi)] + j0, n, pc + (bi * m + i0) * n + j0, n);
                 }
             });
         } else {

@@ -1,0 +1,152 @@
+// interp_kernels: the interpreter's (tier 0) matmul and conv2d throughput, in GFLOP/s.
+//
+//   usage: interp_kernels [--quick] [--dtype f32|f64]
+//
+// A model's first calls run on the interpreter, so its GEMM and convolution kernels set the
+// first-call latency. Each shape is one graph with one op, run through an engine with the JIT
+// off (Options::jit = false), on inputs made once; the time per call includes the
+// interpreter's per-call work (negligible at these sizes). Shapes:
+//   matmul  MxKxN: 1x784x1024 (a batch-1 dense layer), 128x256x1024, 512x512x512,
+//                  128x768x3072 (a bert-base FFN layer at sequence length 128)
+//   conv2d        : resnet18's 64ch 56x56 3x3 (pad 1), mobilenet_v2's 32ch 112x112 3x3
+//                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
+//                  (64 -> 256 channels, 56x56)
+// GFLOP/s counts 2 flops per multiply-add (bias and padding not counted). Set
+// KILN_NUM_THREADS=1 for single-core figures. Timing: after a warm-up call, repetitions of
+// calibrated batches of calls (at least ~20 ms each); reported are the medians of the wall
+// time and of the process CPU time per call. On one thread the CPU time is the work of that
+// thread and does not count the time the process waited for a core, so on a shared, loaded
+// machine "GFLOP/s (cpu)" is the figure to compare; with several threads, use the wall
+// time. Prints one `RESULT` line per shape (bench/bench_util.h) and a table.
+#include <kiln/kiln.h>
+
+#include "bench_util.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::DType;
+using kiln::Tensor;
+using kiln::Var;
+
+struct Case {
+    std::string name;
+    kiln::Graph graph;
+    std::vector<Tensor> inputs;
+    double flops = 0;
+};
+
+Case matmul_case(std::int64_t m, std::int64_t k, std::int64_t n, DType dt) {
+    Tensor a = Tensor::randn({m, k}, 1, dt), b = Tensor::randn({k, n}, 2, dt);
+    kiln::Graph g = kiln::trace("mm", {kiln::arg("a", dt, {m, k}), kiln::arg("b", dt, {k, n})},
+                                [](const std::vector<Var>& in) -> Var { return kiln::matmul(in[0], in[1]); });
+    const std::string name = "matmul_" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    return {name, g, {a, b}, 2.0 * double(m) * double(k) * double(n)};
+}
+
+Case conv_case(const std::string& name, std::int64_t c_in, std::int64_t c_out, std::int64_t hw, std::int64_t ksize,
+               std::int64_t stride, std::int64_t pad, std::int64_t groups, DType dt) {
+    Tensor x = Tensor::randn({1, c_in, hw, hw}, 3, dt), w = Tensor::randn({c_out, c_in / groups, ksize, ksize}, 4, dt);
+    Tensor b = Tensor::randn({c_out}, 5, dt);
+    kiln::Graph g = kiln::trace("conv",
+                                {kiln::arg("x", dt, {1, c_in, hw, hw}), kiln::arg("w", dt, {c_out, c_in / groups, ksize, ksize}),
+                                 kiln::arg("b", dt, {c_out})},
+                                [&](const std::vector<Var>& in) -> Var {
+                                    return kiln::conv2d(in[0], in[1], in[2], {stride, stride}, {pad, pad}, {1, 1}, groups);
+                                });
+    const std::int64_t out_hw = (hw + 2 * pad - ksize) / stride + 1;
+    const double macs = double(c_out) * double(out_hw * out_hw) * double(c_in / groups) * double(ksize * ksize);
+    return {name, g, {x, w, b}, 2.0 * macs};
+}
+
+double cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+struct Times {
+    double wall_ms = 0, cpu_ms = 0;
+};
+
+// Medians over `reps` repetitions of the wall and CPU time per call, in ms.
+template <class F> Times time_calls(F&& body, int reps, double min_rep_ms) {
+    std::int64_t iters = 1;
+    for (;;) {  // calibrate on CPU time
+        const double c0 = cpu_seconds();
+        for (std::int64_t i = 0; i < iters; ++i) body();
+        if ((cpu_seconds() - c0) * 1e3 >= min_rep_ms || iters >= (std::int64_t{1} << 20)) break;
+        iters *= 2;
+    }
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < reps; ++r) {
+        const auto w0 = kiln_bench::Clock::now();
+        const double c0 = cpu_seconds();
+        for (std::int64_t i = 0; i < iters; ++i) body();
+        cpu.push_back((cpu_seconds() - c0) * 1e3 / double(iters));
+        wall.push_back(kiln_bench::ms_since(w0) / double(iters));
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    return {kiln_bench::percentile(wall, 0.5), kiln_bench::percentile(cpu, 0.5)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool quick = false;
+    DType dt = DType::f32;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (std::strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            const std::string d = argv[++i];
+            dt = d == "f64" ? DType::f64 : d == "f16" ? DType::f16 : DType::f32;
+        } else {
+            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16]\n");
+            return 2;
+        }
+    }
+    kiln::Options opt = kiln::Options::from_env();
+    opt.jit = false;
+    kiln::Engine engine(opt);
+    const int threads = kiln_bench::threads_from_env();
+    const std::string dname(kiln::dtype_name(dt));
+    std::printf("Kiln %s interpreter kernels, dtype %s, %d thread(s)\n", kiln::version_string(), dname.c_str(),
+                threads);
+
+    std::vector<Case> cases;
+    cases.push_back(matmul_case(1, 784, 1024, dt));
+    cases.push_back(matmul_case(128, 256, 1024, dt));
+    cases.push_back(matmul_case(512, 512, 512, dt));
+    cases.push_back(matmul_case(128, 768, 3072, dt));
+    cases.push_back(conv_case("conv_resnet18_64c56_3x3", 64, 64, 56, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_mbv2_dw32c112_3x3", 32, 32, 112, 3, 1, 1, 32, dt));
+    cases.push_back(conv_case("conv_mbv2_dw144c56_3x3s2", 144, 144, 56, 3, 2, 1, 144, dt));
+    cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));
+
+    const int reps = quick ? 3 : 9;
+    const double min_rep_ms = quick ? 5 : 20;
+    std::printf("%-28s %10s %10s %14s %14s\n", "shape", "ms (wall)", "ms (cpu)", "GFLOP/s (wall)", "GFLOP/s (cpu)");
+    for (Case& c : cases) {
+        kiln::Function f = engine.load(c.graph);
+        f(c.inputs);  // warm-up
+        const Times t = time_calls([&] { f(c.inputs); }, reps, min_rep_ms);
+        const double gf_wall = c.flops / (t.wall_ms * 1e6), gf_cpu = c.flops / (t.cpu_ms * 1e6);
+        std::printf("%-28s %10.3f %10.3f %14.2f %14.2f\n", c.name.c_str(), t.wall_ms, t.cpu_ms, gf_wall, gf_cpu);
+        kiln_bench::Result(c.name, "kiln_interp")
+            .add("dtype", dname)
+            .add_int("threads", threads)
+            .add("ms", t.wall_ms, 5)
+            .add("cpu_ms", t.cpu_ms, 5)
+            .add("gflops", gf_wall)
+            .add("gflops_cpu", gf_cpu)
+            .print();
+    }
+    return 0;
+}

@@ -1,0 +1,262 @@
+// The interpreter's GEMM and depthwise row kernels (tiers/interp/gemm.h), for every kernel set
+// this CPU runs (portable, AVX2 + FMA, AVX-512F; the others are skipped with the reason),
+// against plain double-precision loops: sizes on both sides of every register tile and
+// cache block, strided blocks (nothing outside C's block may change), accumulation into a
+// non-zero C, NaN rows and columns, and the choice of instruction set.
+#include <doctest/doctest.h>
+
+#include "skip.h"
+#include "tiers/interp/gemm.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using I64 = std::int64_t;
+using kiln::interp::CpuIsa;
+
+constexpr CpuIsa kAllIsas[] = {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512};
+
+// The kernel sets this host runs; skips the others with the reason.
+std::vector<CpuIsa> runnable_isas() {
+    std::vector<CpuIsa> out;
+    for (CpuIsa isa : kAllIsas) {
+        if (kiln::interp::cap_cpu_isa(isa) == isa) out.push_back(isa);
+        else kiln::test::skip(std::string("this CPU does not run the ") + kiln::interp::cpu_isa_name(isa) + " kernels");
+    }
+    return out;
+}
+
+template <class T> std::vector<T> random_values(std::size_t n, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> d(0.0, 1.0);
+    std::vector<T> v(n);
+    for (T& x : v) x = static_cast<T>(d(rng));
+    return v;
+}
+
+constexpr double kGuard = 12345.0;  // the value of every C element outside the block
+
+// Runs gemm_acc on an m x n x k problem stored with padded leading dimensions and checks
+// every element of C against the double sum (bound: (k + 2) eps * sum |a||b| + eps |c|)
+// and that the padding of C is untouched. Returns false on the first bad element.
+// With packed_b, B is handed over in gemm_acc_packed_b's layout (panels of nr columns over
+// the whole depth, zero past n) instead.
+template <class T> bool check_gemm(CpuIsa isa, I64 m, I64 n, I64 k, std::uint64_t seed, bool packed_b = false) {
+    const I64 lda = k + 3, ldb = n + 5, ldc = n + 2;
+    const std::vector<T> a = random_values<T>(static_cast<std::size_t>(m * lda), seed);
+    const std::vector<T> b = random_values<T>(static_cast<std::size_t>(k * ldb), seed + 1);
+    std::vector<T> c(static_cast<std::size_t>(m * ldc), static_cast<T>(kGuard));
+    const std::vector<T> c0 = random_values<T>(static_cast<std::size_t>(m * n), seed + 2);
+    for (I64 i = 0; i < m; ++i)
+        for (I64 j = 0; j < n; ++j) c[static_cast<std::size_t>(i * ldc + j)] = c0[static_cast<std::size_t>(i * n + j)];
+    if (packed_b) {
+        const I64 nr = kiln::interp::simd_kernels<T>(isa).nr, panels = (n + nr - 1) / nr;
+        std::vector<T> bp(static_cast<std::size_t>(panels * k * nr), T(0));
+        for (I64 p = 0; p < k; ++p)
+            for (I64 j = 0; j < n; ++j)
+                bp[static_cast<std::size_t>((j / nr) * k * nr + p * nr + j % nr)] = b[static_cast<std::size_t>(p * ldb + j)];
+        kiln::interp::gemm_acc_packed_b<T>(isa, m, n, k, a.data(), lda, bp.data(), c.data(), ldc);
+    } else {
+        kiln::interp::gemm_acc<T>(isa, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+    }
+    const double eps = std::numeric_limits<T>::epsilon();
+    for (I64 i = 0; i < m; ++i)
+        for (I64 j = 0; j < ldc; ++j) {
+            const double got = static_cast<double>(c[static_cast<std::size_t>(i * ldc + j)]);
+            if (j >= n) {
+                if (got != kGuard) {
+                    FAIL_CHECK("gemm wrote outside C: m=" << m << " n=" << n << " k=" << k << " at (" << i << ", " << j << ")");
+                    return false;
+                }
+                continue;
+            }
+            const double c_in = static_cast<double>(c0[static_cast<std::size_t>(i * n + j)]);
+            double want = c_in, mag = 0;
+            for (I64 p = 0; p < k; ++p) {
+                const double prod = static_cast<double>(a[static_cast<std::size_t>(i * lda + p)]) *
+                                    static_cast<double>(b[static_cast<std::size_t>(p * ldb + j)]);
+                want += prod;
+                mag += std::fabs(prod);
+            }
+            const double bound = double(k + 2) * eps * mag + 2 * eps * std::fabs(c_in);
+            if (!(std::fabs(got - want) <= bound)) {
+                FAIL_CHECK("gemm: m=" << m << " n=" << n << " k=" << k << " C(" << i << ", " << j << ") = " << got
+                                      << ", want " << want << " (bound " << bound << ")");
+                return false;
+            }
+        }
+    return true;
+}
+
+const std::vector<I64> kEdgeSizes{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 23, 24, 25, 31, 32, 33, 37, 40};
+
+}  // namespace
+
+TEST_CASE("interp gemm: every kernel set against double loops, sizes 1..40 around the register tiles") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        std::uint64_t seed = 7000;
+        bool ok = true;
+        for (I64 m : kEdgeSizes)
+            for (I64 n : kEdgeSizes)
+                for (I64 k : {1, 2, 3, 5, 8, 13, 31, 40}) {
+                    seed += 3;
+                    if (ok) ok = check_gemm<float>(isa, m, n, k, seed) && check_gemm<double>(isa, m, n, k, seed);
+                }
+        CHECK(ok);
+    }
+}
+
+TEST_CASE("interp gemm: sizes across the cache blocks (KC, MC, NC) and k = 0") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        // m past MC (144) and k past KC (256); n past the f64 NC (512) and f32 NC (1024).
+        CHECK(check_gemm<float>(isa, 150, 37, 300, 1));
+        CHECK(check_gemm<double>(isa, 149, 41, 259, 2));
+        CHECK(check_gemm<float>(isa, 13, 1030, 20, 3));
+        CHECK(check_gemm<double>(isa, 7, 530, 17, 4));
+        CHECK(check_gemm<float>(isa, 3, 1037, 513, 5));  // the streamed path across KC blocks
+        CHECK(check_gemm<float>(isa, 5, 7, 0, 6));       // k = 0 leaves C as it was
+    }
+}
+
+TEST_CASE("interp gemm: with B already packed (conv2d's im2col), small sizes and across the cache blocks") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        std::uint64_t seed = 8000;
+        bool ok = true;
+        for (I64 m : {1, 2, 5, 6, 7, 12, 13, 25})
+            for (I64 n : {1, 7, 8, 16, 17, 33, 40})
+                for (I64 k : {1, 3, 27, 40}) {
+                    seed += 3;
+                    if (ok) ok = check_gemm<float>(isa, m, n, k, seed, true) && check_gemm<double>(isa, m, n, k, seed, true);
+                }
+        CHECK(ok);
+        CHECK(check_gemm<float>(isa, 150, 1030, 300, 9, true));
+        CHECK(check_gemm<double>(isa, 20, 530, 270, 10, true));
+    }
+}
+
+TEST_CASE("interp gemm: a NaN in row i of A (column j of B) makes row i (column j) of C NaN, and nothing else") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        for (I64 m : {1, 3, 5, 13}) {
+            const I64 n = 19, k = 11;
+            CAPTURE(m);
+            std::vector<float> a = random_values<float>(static_cast<std::size_t>(m * k), 90 + static_cast<std::uint64_t>(m));
+            std::vector<float> b = random_values<float>(static_cast<std::size_t>(k * n), 91);
+            const I64 bad_row = m / 2, bad_col = 17;
+            a[static_cast<std::size_t>(bad_row * k + 4)] = std::numeric_limits<float>::quiet_NaN();
+            b[static_cast<std::size_t>(6 * n + bad_col)] = std::numeric_limits<float>::quiet_NaN();
+            std::vector<float> c(static_cast<std::size_t>(m * n), 0.f);
+            kiln::interp::gemm_acc<float>(isa, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+            for (I64 i = 0; i < m; ++i)
+                for (I64 j = 0; j < n; ++j) {
+                    CAPTURE(i);
+                    CAPTURE(j);
+                    CHECK(std::isnan(c[static_cast<std::size_t>(i * n + j)]) == (i == bad_row || j == bad_col));
+                }
+        }
+    }
+}
+
+TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2, any and 3x3) against double loops, reading only their taps") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        const auto& kr = kiln::interp::simd_kernels<float>(isa);
+        std::uint64_t seed = 500;
+        for (I64 stride : {1, 2})
+            for (I64 n : {1, 2, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40})
+                for (I64 kw : {1, 3, 5})
+                    for (I64 dil : {1, 2})
+                        for (I64 rows : {1, 3}) {
+                            CAPTURE(stride);
+                            CAPTURE(n);
+                            CAPTURE(kw);
+                            CAPTURE(dil);
+                            CAPTURE(rows);
+                            // Each input row has exactly the elements the kernel may read (the
+                            // taps, and one more with stride 2), so that a read past them is a
+                            // heap overflow under AddressSanitizer.
+                            const std::size_t len = static_cast<std::size_t>((n - 1) * stride + (kw - 1) * dil + stride);
+                            std::vector<std::vector<float>> in;
+                            std::vector<std::vector<float>> w;
+                            std::vector<const float*> in_p, w_p;
+                            for (I64 r = 0; r < rows; ++r) {
+                                in.push_back(random_values<float>(len, ++seed));
+                                w.push_back(random_values<float>(static_cast<std::size_t>(kw), ++seed));
+                            }
+                            for (I64 r = 0; r < rows; ++r) {
+                                in_p.push_back(in[static_cast<std::size_t>(r)].data());
+                                w_p.push_back(w[static_cast<std::size_t>(r)].data());
+                            }
+                            std::vector<float> out = random_values<float>(static_cast<std::size_t>(n), ++seed);
+                            const std::vector<float> out0 = out;
+                            // The 3 x 3 kernel where it applies, the general one otherwise.
+                            const bool k3 = rows == 3 && kw == 3;
+                            (k3 ? kr.dw_row_3x3 : kr.dw_row)[stride](n, rows, in_p.data(), w_p.data(), kw, dil, out.data());
+                            for (I64 x = 0; x < n; ++x) {
+                                double want = out0[static_cast<std::size_t>(x)], mag = std::fabs(want);
+                                for (I64 r = 0; r < rows; ++r)
+                                    for (I64 j = 0; j < kw; ++j) {
+                                        const double p = double(w_p[static_cast<std::size_t>(r)][j]) *
+                                                         double(in_p[static_cast<std::size_t>(r)][x * stride + j * dil]);
+                                        want += p;
+                                        mag += std::fabs(p);
+                                    }
+                                CHECK(std::fabs(double(out[static_cast<std::size_t>(x)]) - want) <= 1e-6 * (1 + mag));
+                            }
+                        }
+    }
+}
+
+TEST_CASE("interp gemm: the instruction set is the best the CPU reports, AVX-512 only where it runs") {
+    const CpuIsa host = kiln::interp::host_cpu_isa();
+    MESSAGE("interpreter kernels: " << std::string(kiln::interp::cpu_isa_name(kiln::interp::interp_cpu_isa())));
+    CHECK(kiln::interp::interp_cpu_isa() == host);
+    CHECK(kiln::interp::cap_cpu_isa(CpuIsa::portable) == CpuIsa::portable);
+    CHECK(kiln::interp::cap_cpu_isa(CpuIsa::avx512) == host);
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK((host == CpuIsa::avx512) == avx512);
+    CHECK((host == CpuIsa::avx2) == (avx2 && !avx512));
+    // A capped request never exceeds the cap, and the kernel tables say which set they are.
+    CHECK(kiln::interp::simd_kernels<float>(CpuIsa::avx2).isa == (avx2 || avx512 ? CpuIsa::avx2 : CpuIsa::portable));
+    CHECK(kiln::interp::simd_kernels<double>(CpuIsa::avx512).isa == host);
+#endif
+    CHECK(kiln::interp::simd_kernels<float>(CpuIsa::portable).isa == CpuIsa::portable);
+}
+
+TEST_CASE("interp gemm: split_gemm covers the product with tile-aligned parts, one part for one thread") {
+    using kiln::interp::split_gemm;
+    const auto one = split_gemm(512, 512, 512, 1);
+    CHECK(one.row_parts == 1);
+    CHECK(one.col_parts == 1);
+    for (I64 m : {1, 7, 128, 512, 1000})
+        for (I64 n : {1, 33, 1024, 3072})
+            for (I64 parts : {1, 2, 8, 64}) {
+                CAPTURE(m);
+                CAPTURE(n);
+                CAPTURE(parts);
+                const auto s = split_gemm(m, n, 256, parts);
+                CHECK(s.rows_per_part % 12 == 0);
+                CHECK(s.cols_per_part % 32 == 0);
+                CHECK(s.row_parts * s.rows_per_part >= m);
+                CHECK((s.row_parts - 1) * s.rows_per_part < m);
+                CHECK(s.col_parts * s.cols_per_part >= n);
+                CHECK((s.col_parts - 1) * s.cols_per_part < n);
+                CHECK(s.row_parts * s.col_parts <= std::max<I64>(parts, 1) * 2);
+            }
+    // A row vector splits along its columns.
+    const auto gemv = split_gemm(1, 1024, 784, 8);
+    CHECK(gemv.row_parts == 1);
+    CHECK(gemv.col_parts == 8);
+}

@@ -1,0 +1,70 @@
+// The interpreter's vector kernels for AVX2 + FMA (simd_kernels.h), compiled for that
+// instruction set with function-level target options while the rest of the library stays
+// generic x86-64; gemm.cpp selects them only when the CPU reports AVX2 and FMA.
+//
+// Register tiles: f32 6 x 16 (12 ymm accumulators), f64 6 x 8. Cache blocks: KC = 256
+// (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
+// 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
+#include "tiers/interp/gemm.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// Everything from here to pop_options is compiled for AVX2 + FMA. Only code defined in this
+// region (the traits and the kernel templates) is; the standard headers above are not.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include "tiers/interp/simd_kernels.h"
+
+namespace kiln::interp {
+namespace {
+
+struct Avx2F32 {
+    using T = float;
+    using V = __m256;
+    static constexpr int W = 8;
+    static V zero() { return _mm256_setzero_ps(); }
+    static V load(const T* p) { return _mm256_loadu_ps(p); }
+    static void store(T* p, V v) { _mm256_storeu_ps(p, v); }
+    static V bcast(const T* p) { return _mm256_broadcast_ss(p); }
+    static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static V load2(const T* p) {  // p[0], p[2], ..., p[14]
+        const V lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+        const V even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // l0 l2 h0 h2 | l4 l6 h4 h6
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+};
+
+struct Avx2F64 {
+    using T = double;
+    using V = __m256d;
+    static constexpr int W = 4;
+    static V zero() { return _mm256_setzero_pd(); }
+    static V load(const T* p) { return _mm256_loadu_pd(p); }
+    static void store(T* p, V v) { _mm256_storeu_pd(p, v); }
+    static V bcast(const T* p) { return _mm256_broadcast_sd(p); }
+    static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+    static V add(V a, V b) { return _mm256_add_pd(a, b); }
+    static V load2(const T* p) {  // p[0], p[2], p[4], p[6]
+        const V lo = _mm256_loadu_pd(p), hi = _mm256_loadu_pd(p + 4);
+        // unpacklo: l0 h0 l2 h2; the permutation puts it in order: l0 l2 h0 h2.
+        return _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+    }
+};
+
+}  // namespace
+
+constinit const SimdKernels<float> kAvx2F32 =
+    simd::make_table<Avx2F32, 6, 2, SimdKernels<float>>(CpuIsa::avx2, 256, 144, 1024, std::make_index_sequence<6>{});
+constinit const SimdKernels<double> kAvx2F64 =
+    simd::make_table<Avx2F64, 6, 2, SimdKernels<double>>(CpuIsa::avx2, 256, 72, 512, std::make_index_sequence<6>{});
+
+}  // namespace kiln::interp
+
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,67 @@
+// The interpreter's vector kernels for AVX-512F (simd_kernels.h), compiled for that
+// instruction set with function-level target options while the rest of the library stays
+// generic x86-64; gemm.cpp selects them only when the CPU and OS report AVX-512F.
+//
+// Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
+// blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
+#include "tiers/interp/gemm.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// Everything from here to pop_options is compiled for AVX-512F. Only code defined in this
+// region (the traits and the kernel templates) is; the standard headers above are not.
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#include "tiers/interp/simd_kernels.h"
+
+namespace kiln::interp {
+namespace {
+
+struct Avx512F32 {
+    using T = float;
+    using V = __m512;
+    static constexpr int W = 16;
+    static V zero() { return _mm512_setzero_ps(); }
+    static V load(const T* p) { return _mm512_loadu_ps(p); }
+    static void store(T* p, V v) { _mm512_storeu_ps(p, v); }
+    static V bcast(const T* p) { return _mm512_set1_ps(*p); }
+    static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static V load2(const T* p) {  // p[0], p[2], ..., p[30]
+        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
+    }
+};
+
+struct Avx512F64 {
+    using T = double;
+    using V = __m512d;
+    static constexpr int W = 8;
+    static V zero() { return _mm512_setzero_pd(); }
+    static V load(const T* p) { return _mm512_loadu_pd(p); }
+    static void store(T* p, V v) { _mm512_storeu_pd(p, v); }
+    static V bcast(const T* p) { return _mm512_set1_pd(*p); }
+    static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+    static V add(V a, V b) { return _mm512_add_pd(a, b); }
+    static V load2(const T* p) {  // p[0], p[2], ..., p[14]
+        const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+        return _mm512_permutex2var_pd(_mm512_loadu_pd(p), even, _mm512_loadu_pd(p + 8));
+    }
+};
+
+}  // namespace
+
+constinit const SimdKernels<float> kAvx512F32 = simd::make_table<Avx512F32, 12, 2, SimdKernels<float>>(
+    CpuIsa::avx512, 256, 144, 1024, std::make_index_sequence<12>{});
+constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12, 2, SimdKernels<double>>(
+    CpuIsa::avx512, 256, 72, 512, std::make_index_sequence<12>{});
+
+}  // namespace kiln::interp
+
+#pragma GCC pop_options
+#endif
