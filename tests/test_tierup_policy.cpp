@@ -184,6 +184,23 @@ TEST_CASE("tierup policy: a cheap group waits, and compiles at the thresholds") 
     CHECK(rig.tier2->requests.size() == 1);
 }
 
+TEST_CASE("tierup policy: a bound compiles no code the engine measured to be no faster") {
+    jit::Tunables t = Rig::tunables();
+    t.tier2_threshold = 3;
+    Rig rig(t);
+    rig.tier1->decline = true;
+    for (int i = 0; i < 30; ++i)  // this engine measured tier 2 slower than the interpreter here
+        rig.costs->record_ratio(CodeKind::interpreted, CodeKind::specialised, passes::GroupKind::elementwise, 2.0);
+    for (int i = 0; i < 5; ++i) rig.call(8, 64, CodeKind::interpreted, 1e6);
+    CHECK(rig.tier2->requests.empty());
+    // With KILN_TIERUP=count the bound is the bound.
+    t.by_time = false;
+    Rig counted(t);
+    counted.costs = rig.costs;
+    for (int i = 0; i < 3; ++i) counted.call(8, 64, CodeKind::interpreted, 1e6);
+    CHECK(counted.tier2->requests.size() == 1);
+}
+
 TEST_CASE("tierup policy: KILN_TIERUP=count ignores the time model") {
     jit::Tunables t = Rig::tunables();
     t.by_time = false;
@@ -274,15 +291,15 @@ TEST_CASE("tierup policy (engine): an expensive group compiles after its first c
     o.tier1_threshold = 1'000'000;
     o.tier2_threshold = 1'000'000;
     o.async_compile = false;
-    Tensor w = Tensor::randn({512, 512}, 1);
-    Graph big = trace("big", {arg("x", DType::f32, {256, 512})},
+    Tensor w = Tensor::randn({1024, 1024}, 1);
+    Graph big = trace("big", {arg("x", DType::f32, {1024, 1024})},
                       [&](const std::vector<Var>& in) { return std::vector<Var>{matmul(in[0], w)}; });
     Graph small = trace("small", {arg("x", DType::f32, {4})},
                         [](const std::vector<Var>& in) { return std::vector<Var>{in[0] + 1.0}; });
     Engine engine(o);
     Function fb = engine.load(big), fs = engine.load(small);
-    Tensor xb = Tensor::randn({256, 512}, 2), xs = Tensor::randn({4}, 3);
-    fb({xb});  // 67 MFLOP on the interpreter: milliseconds
+    Tensor xb = Tensor::randn({1024, 1024}, 2), xs = Tensor::randn({4}, 3);
+    fb({xb});  // 2 GFLOP on the interpreter: tens of milliseconds
     fb({xb});
     FunctionStats sb = fb.stats();
     INFO(sb.to_json());

@@ -161,11 +161,11 @@ bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
     d.waited = prof.interpreted_calls() - st.interpreted_base;
     d.bound = scaled(tunables_.tier1_threshold, st.backoff);
     const auto calls = prof.calls.load(std::memory_order_relaxed);
-    d.est = estimate_tierup(prof.mean_ns(CodeKind::interpreted),
-                            tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind), calls,
-                            tunables_.min_future_calls, tiers_.costs->compile_us(1, gr.group.kind), st.backoff);
+    const double ratio = tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
+    d.est = estimate_tierup(prof.mean_ns(CodeKind::interpreted), ratio, calls, tunables_.min_future_calls,
+                            tiers_.costs->compile_us(1, gr.group.kind), st.backoff);
     st.last = d;
-    if (d.waited < d.bound && !(tunables_.by_time && d.est.pays())) return false;
+    if (!(at_bound(d, ratio) || (tunables_.by_time && d.est.pays()))) return false;
     st.tier1_requested = true;
     st.last.what = What::compiles;
     return true;
@@ -199,14 +199,14 @@ bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vect
     TierUpDecision d{What::waits, 2, *generic};
     d.waited = st.uncovered;
     d.bound = scaled(tunables_.tier2_threshold, st.backoff);
-    d.est = estimate_tierup(now, tiers_.costs->time_ratio(ran, next, gr.group.kind),
-                            prof.calls.load(std::memory_order_relaxed), tunables_.min_future_calls,
+    const double ratio = tiers_.costs->time_ratio(ran, next, gr.group.kind);
+    d.est = estimate_tierup(now, ratio, prof.calls.load(std::memory_order_relaxed), tunables_.min_future_calls,
                             tiers_.costs->compile_us(2, gr.group.kind), st.backoff);
     // Code already made costs nothing to take (probed only when that decides).
     if (tunables_.by_time && d.waited < d.bound && !d.est.pays() && made_already(gr, st, params, *generic, sig.distinct))
         d.est.cost_us = 0;
     st.last = d;
-    return (d.waited >= d.bound || (tunables_.by_time && d.est.pays())) && !covered(gr, params, false);
+    return (at_bound(d, ratio) || (tunables_.by_time && d.est.pays())) && !covered(gr, params, false);
 }
 
 bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
@@ -233,6 +233,12 @@ bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const 
     if (!d.est.pays() && made_already(gr, st, params, false, sig.distinct)) d.est.cost_us = 0;
     st.last = d;
     return d.est.pays() && !covered(gr, params, true);
+}
+
+bool TierManager::at_bound(const TierUpDecision& d, double ratio) const {
+    // With the time model on, a bound compiles only code expected to be faster: the engine
+    // may have measured that the next tier does not speed this kind of group up.
+    return d.waited >= d.bound && (!tunables_.by_time || ratio < 1.0);
 }
 
 bool TierManager::covered(const GroupRuntime& gr, const std::vector<std::int64_t>& params, bool specialised) const {

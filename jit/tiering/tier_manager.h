@@ -12,7 +12,8 @@
 //     so a group that costs 30 ms a call compiles after its first call and a 2 µs one waits;
 //   - the count thresholds are the bounds: a group compiles at the latest after
 //     tier1_threshold calls on the interpreter (tier 1) and tier2_threshold calls below
-//     tier 2 (tier 2), whatever the estimate (1: at the first call);
+//     tier 2 (tier 2), whatever the saving (1: at the first call), unless the engine has
+//     measured that the next code is no faster for that kind of group;
 //   - tier 1 (the baseline) is generic: one version serves every shape;
 //   - the first tier-2 version binds the params every observed signature agreed on: all
 //     of them when the group has seen one signature (a specialisation), only the dims that
@@ -177,6 +178,8 @@ private:
                      profiling::CodeKind ran, const profiling::SignatureObservation& sig, bool* generic);
     bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                               const profiling::SignatureObservation& sig);
+    // Whether the calls counted reached the threshold, for a compile to code `ratio` times as fast.
+    bool at_bound(const TierUpDecision& d, double ratio) const;
     // Whether a published tier-2 version (a specialisation, if `specialised`) covers these
     // params: a call that chose its code before that version was published reports the
     // code it ran, which must not ask for the version again.
