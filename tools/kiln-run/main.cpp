@@ -1,5 +1,6 @@
 // kiln-run: runs an ONNX model through Kiln and prints its output shapes and checksums;
-// with --repeat N --stats, the tiers reached, compile times and latency percentiles.
+// with --repeat N --stats, the tiers reached, compile times and latency percentiles; with
+// --per-call, each call's latency and how many groups had compiled code by then (warm-up).
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
 
@@ -29,6 +30,10 @@ options:
   --repeat N       run the model N times (default 1)
   --stats          print tiers reached, compiles, compile time and latency percentiles
   --json           also print one JSON line with the figures (for scripts)
+  --per-call       print each call's latency, its tier and the groups with compiled code after
+                   it, and the first call after which every lowerable group had compiled code
+  --warmup         call Function::warmup() first: load (or compile) the tier-2 versions an
+                   earlier run recorded in KILN_CACHE_DIR
   --interp         interpreter only (same as KILN_JIT=0)
   --graph          print Kiln's graph of the model
   -h, --help       this text
@@ -41,7 +46,7 @@ struct Args {
     std::map<std::string, std::int64_t> dims;
     std::uint64_t seed = 1;
     long repeat = 1;
-    bool stats = false, json = false, interp = false, graph = false;
+    bool stats = false, json = false, interp = false, graph = false, per_call = false, warmup = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -84,6 +89,10 @@ Args parse(int argc, char** argv) {
             a.stats = true;
         } else if (s == "--json") {
             a.json = true;
+        } else if (s == "--per-call") {
+            a.per_call = true;
+        } else if (s == "--warmup") {
+            a.warmup = true;
         } else if (s == "--interp") {
             a.interp = true;
         } else if (s == "--graph") {
@@ -166,12 +175,47 @@ int run(const Args& a) {
     kiln::Engine engine(opts);
     kiln::Function f = engine.load(g);
 
+    if (a.warmup) {
+        auto w0 = std::chrono::steady_clock::now();
+        const std::size_t n = f.warmup();
+        std::printf("warmup(): %zu recorded versions held, %.1f ms\n", n,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count());
+    }
     std::vector<double> ms;
     std::vector<kiln::Tensor> out;
+    // --per-call: a group is lowerable when its stats carry no note (why it stays on tier 0).
+    long all_compiled_at = 0, all_tier2_at = 0;
+    double elapsed_ms = 0, all_compiled_ms = 0, all_tier2_ms = 0;
+    kiln::Tiers tiers_before{};
     for (long i = 0; i < a.repeat; ++i) {
         auto c0 = std::chrono::steady_clock::now();
         out = f(args);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
+        elapsed_ms += ms.back();
+        if (!a.per_call) continue;
+        const kiln::FunctionStats s = f.stats();
+        int lowerable = 0, compiled = 0, tier2 = 0, tier = 0;
+        for (const auto& gs : s.groups) {
+            if (!gs.note.empty()) continue;
+            ++lowerable;
+            compiled += gs.tier >= 1;
+            tier2 += gs.tier >= 2;
+        }
+        for (std::size_t t = 0; t < kiln::kNumTiers; ++t)
+            if (s.calls_by_tier[t] > tiers_before[t]) tier = static_cast<int>(t);
+        tiers_before = s.calls_by_tier;
+        if (!all_compiled_at && compiled == lowerable) all_compiled_at = i + 1, all_compiled_ms = elapsed_ms;
+        if (!all_tier2_at && tier2 == lowerable) all_tier2_at = i + 1, all_tier2_ms = elapsed_ms;
+        std::printf("call %3ld: %9.3f ms, tier %d; lowerable groups with compiled code %d/%d (tier 2: %d), compiles %llu\n",
+                    i + 1, ms.back(), tier, compiled, lowerable, tier2, static_cast<unsigned long long>(s.compiles));
+    }
+    if (a.per_call) {
+        auto at = [](long call, double t) {
+            return call ? "call " + std::to_string(call) + " (" + std::to_string(static_cast<long>(t)) + " ms of calls)"
+                        : std::string("never");
+        };
+        std::printf("every lowerable group had compiled code after %s; tier 2 after %s\n",
+                    at(all_compiled_at, all_compiled_ms).c_str(), at(all_tier2_at, all_tier2_ms).c_str());
     }
     std::vector<kiln::ValueInfo> outs = g.outputs();
     for (std::size_t i = 0; i < out.size(); ++i) {
