@@ -537,25 +537,41 @@ void TierManager::compile_tier2(GroupRuntime& gr, kir::Specialization spec, bool
     if (o.entry) save_versions();
 }
 
+const std::string& TierManager::versions_key_locked() {
+    // Hashing the graph reads every constant (hundreds of MB for a large model): once.
+    if (versions_key_.empty()) versions_key_ = versions_key(*tiers_.tier2, *exe_->graph);
+    return versions_key_;
+}
+
 void TierManager::save_versions() {
     if (!tiers_.disk || !tiers_.tier2 || !tiers_.tier2->persists_code()) return;
+    std::lock_guard<std::mutex> lock(saved_mu_);
+    if (kir_hashes_.empty()) kir_hashes_.resize(exe_->groups.size(), 0);
     std::vector<RecordedVersion> versions;
     for (const auto& grp : exe_->groups) {
         if (!grp->kernel) continue;
-        for (const CompiledVersion& v : grp->code()->versions)
-            if (v.tier >= 2) versions.push_back({grp->index, kir_hash(grp->kir_text()), v.generic, v.spec.params});
+        const auto code = grp->code();
+        for (const CompiledVersion& v : code->versions) {
+            if (v.tier < 2) continue;
+            std::uint64_t& h = kir_hashes_[grp->index];  // hashed once, when the group first has a version
+            if (!h) h = kir_hash(grp->kir_text());
+            versions.push_back({grp->index, h, v.generic, v.spec.params});
+        }
     }
     std::string text = format_versions(versions);
-    std::lock_guard<std::mutex> lock(saved_mu_);
     if (text == saved_) return;
-    tiers_.disk->store(versions_key(*tiers_.tier2, *exe_->graph), DiskEntry{text, "versions"},
-                       DiskCache::Kind::record);
+    tiers_.disk->store(versions_key_locked(), DiskEntry{text, "versions"}, DiskCache::Kind::record);
     saved_ = std::move(text);
 }
 
 std::size_t TierManager::warmup_recorded() {
     if (!tiers_.disk || !tiers_.tier2 || !tiers_.tier2->persists_code()) return 0;
-    const auto stored = tiers_.disk->load(versions_key(*tiers_.tier2, *exe_->graph), DiskCache::Kind::record);
+    std::string key;
+    {
+        std::lock_guard<std::mutex> lock(saved_mu_);
+        key = versions_key_locked();
+    }
+    const auto stored = tiers_.disk->load(key, DiskCache::Kind::record);
     if (!stored) return 0;
     // Per group, the versions recorded for it whose kernel still hashes the same.
     std::vector<std::vector<RecordedVersion>> todo(exe_->groups.size());

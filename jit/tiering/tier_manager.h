@@ -194,6 +194,7 @@ private:
     void trace_decision(const GroupRuntime& gr, const TierUpDecision& d, const char* why);
     // Rewrites this function's record of its tier-2 versions in KILN_CACHE_DIR, when it changed.
     void save_versions();
+    const std::string& versions_key_locked();  // saved_mu_ held
     void request_tier1(GroupRuntime& gr);
     void request_tier2(GroupRuntime& gr, kir::Specialization spec, bool generic);
     void submit(GroupRuntime& gr, double boost, std::function<void()> job);
@@ -220,7 +221,9 @@ private:
     std::shared_ptr<CompileQueue::Ticket> ticket_;
     TierCounters counters_;
     std::mutex saved_mu_;
-    std::string saved_;  // the record last written (save_versions)
+    std::string saved_;                      // the record last written (save_versions)
+    std::vector<std::uint64_t> kir_hashes_;  // per group, its kernel's hash once needed (0: not yet)
+    std::string versions_key_;               // the record's key, made once (it hashes the whole graph)
 };
 
 }  // namespace kiln::jit
