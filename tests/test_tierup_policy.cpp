@@ -274,23 +274,6 @@ TEST_CASE("tierup policy: a specialisation is compiled only when its gain pays")
     CHECK(rig.group().tierup->specializations.load() == 1);
 }
 
-TEST_CASE("tierup policy: tier-2 code measured slower than the interpreter is taken back") {
-    Rig rig;
-    rig.tier1->decline = true;
-    rig.call(8, 64, CodeKind::interpreted, 30e6);  // pays at once: a specialisation
-    REQUIRE(rig.versions() == 1);
-    for (int i = 0; i < 2; ++i) rig.call(8, 64, CodeKind::specialised, 33e6);  // 1.1x: not yet judged
-    CHECK(rig.versions() == 1);
-    rig.call(8, 64, CodeKind::specialised, 60e6);  // the third timed call: the mean is 1.4x the interpreter's
-    CHECK(rig.versions() == 0);
-    CHECK(rig.group().tierup->specializations.load() == 0);
-    INFO(rig.manager->describe(rig.group()));
-    CHECK(rig.manager->describe(rig.group()).find("stays below tier 2") != std::string::npos);
-    // However expensive its calls, the group is not compiled again.
-    for (int i = 0; i < 10; ++i) rig.call(9 + i, 64, CodeKind::interpreted, 30e6);
-    CHECK(rig.tier2->requests.size() == 1);
-}
-
 TEST_CASE("tierup policy: what a group measured on two kinds of code teaches the cost model") {
     Rig rig;
     const double before = rig.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, passes::GroupKind::elementwise);

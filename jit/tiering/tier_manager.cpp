@@ -111,8 +111,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
         }
         if (ran == profiling::CodeKind::generic) t2 = weigh_specialization(gr, st, params, sig);
         else if (ran != profiling::CodeKind::specialised) t2 = weigh_tier2(gr, st, params, ran, sig, &generic);
-        else if (st.last.what != TierUpDecision::What::compiling && !st.tier2_slower)
-            st.last = TierUpDecision{TierUpDecision::What::settled};
+        else if (st.last.what != TierUpDecision::What::compiling) st.last = TierUpDecision{TierUpDecision::What::settled};
         if (t2) {
             st.compiling = true;
             st.last.what = TierUpDecision::What::compiles;
@@ -147,34 +146,8 @@ void TierManager::learn(GroupRuntime& gr, TierUpState& st, CodeKind ran, const p
         if ((st.learned & bit) || sig.time.timed[from] == 0) continue;
         st.learned |= bit;
         const auto f = static_cast<CodeKind>(from);
-        const double ratio = sig.time.mean_ns(ran) / sig.time.mean_ns(f);
-        tiers_.costs->record_ratio(f, ran, gr.group.kind, ratio);
-        // Tier-2 code measured clearly slower than what this group ran before (tier 1, or the
-        // interpreter's vectorised kernels): take it back and keep the group below tier 2
-        // (the time model's call: with KILN_TIERUP=count the thresholds alone decide).
-        constexpr double kSlower = 1.15;
-        if (tunables_.by_time && ran >= CodeKind::generic && f < CodeKind::generic && ratio > kSlower &&
-            !st.tier2_slower)
-            retract_tier2(gr, st, f, ratio);
+        tiers_.costs->record_ratio(f, ran, gr.group.kind, sig.time.mean_ns(ran) / sig.time.mean_ns(f));
     }
-}
-
-void TierManager::retract_tier2(GroupRuntime& gr, TierUpState& st, CodeKind slower_than, double ratio) {
-    st.tier2_slower = true;
-    st.slower_ratio = ratio;
-    st.slower_than = slower_than;
-    auto next = std::make_shared<CodeSet>();
-    for (const CompiledVersion& v : gr.code()->versions)
-        if (v.tier < 2) next->versions.push_back(v);
-    gr.publish(std::move(next));
-    st.specializations.store(0, std::memory_order_relaxed);
-    st.last = TierUpDecision{What::slower, 2};
-    support::log().info("{}: {} tier-2 code ran {:.2f}x the time of its {} code: taken back", name_, gr.group.name, ratio,
-                        profiling::code_kind_name(slower_than));
-    if (auto* tr = trace())
-        tr->instant("tierup", name_ + "/" + gr.group.name + " tier 2 taken back",
-                    "\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\",\"ratio\":" +
-                        std::to_string(ratio) + ",\"than\":\"" + std::string(profiling::code_kind_name(slower_than)) + "\"");
 }
 
 bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
@@ -201,8 +174,8 @@ bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
 bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, CodeKind ran,
                               const profiling::SignatureObservation& sig, bool* generic) {
     if (!tiers_.tier2) return false;
-    if (st.blacklisted || st.tier2_slower) {
-        st.last = TierUpDecision{st.blacklisted ? What::blacklisted : What::slower, 2};
+    if (st.blacklisted) {
+        st.last = TierUpDecision{What::blacklisted, 2};
         return false;
     }
     if (st.compiling) {
@@ -238,7 +211,7 @@ bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vect
 
 bool TierManager::weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                                        const profiling::SignatureObservation& sig) {
-    if (!tiers_.tier2 || st.compiling || st.blacklisted || st.tier2_slower) return false;
+    if (!tiers_.tier2 || st.compiling || st.blacklisted) return false;
     if (st.specializations.load(std::memory_order_relaxed) >= tunables_.max_specializations) {
         st.last = TierUpDecision{What::full, 2, false};
         return false;
@@ -332,14 +305,10 @@ std::string TierManager::describe(const GroupRuntime& gr) const {
     TierUpState& st = *gr.tierup;
     TierUpDecision d;
     std::string declined;
-    double slower_ratio = 0;
-    CodeKind slower_than = CodeKind::interpreted;
     {
         std::lock_guard<std::mutex> lock(st.mu);
         d = st.last;
         declined = st.tier1_declined;
-        slower_ratio = st.slower_ratio;
-        slower_than = st.slower_than;
     }
     auto ms = [](double us) {
         char buf[32];
@@ -363,13 +332,6 @@ std::string TierManager::describe(const GroupRuntime& gr) const {
         case What::settled: out = "runs specialised code"; break;
         case What::full: out = d.generic ? "generic versions used up" : "specialisations used up"; break;
         case What::blacklisted: out = "blacklisted after repeated compile failures"; break;
-        case What::slower: {
-            char buf[160];
-            std::snprintf(buf, sizeof buf, "stays below tier 2: its tier-2 code took %.2fx the time of its %s code",
-                          slower_ratio, std::string(profiling::code_kind_name(slower_than)).c_str());
-            out = buf;
-            break;
-        }
     }
     if (!declined.empty()) out += "; tier 1 declined it: " + declined;
     return out;

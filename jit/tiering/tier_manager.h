@@ -20,9 +20,6 @@
 //     never changed when they vary (a generic version), so mixed traffic runs compiled code
 //     within a few calls. When a generic version's guard fails (a dim it bound changed), a
 //     second one binds nothing. At most max_generic_versions;
-//   - tier-2 code that runs one signature clearly slower (1.15x) than the code the group
-//     ran before (tier 1, or the interpreter's vectorised kernels) is taken back: the group
-//     stays below tier 2 (GroupStats::tierup says so);
 //   - a signature that runs generic code gets its own specialisation (up to
 //     max_specializations per group) only when the estimated gain over the generic code,
 //     times its expected calls, pays for the compile.
@@ -72,7 +69,6 @@ struct TierUpDecision {
         settled,       // the code it runs is the best the policy will make for it
         full,          // no more versions allowed (generic versions or specialisations used up)
         blacklisted,   // too many compile failures
-        slower,        // its tier-2 code measured slower than its lower code: taken back
     };
     What what = What::none;
     int tier = 0;          // of the compile weighed
@@ -87,11 +83,6 @@ struct TierUpState {
     int failures = 0;          // compile failures of this group
     bool blacklisted = false;  // too many failures: never tried again
     bool compiling = false;    // a tier-2 compile is in flight (one at a time)
-    // Its tier-2 code took `slower_ratio` times the time of its `slower_than` code at one
-    // signature: the tier-2 versions were taken back and the group stays below tier 2.
-    bool tier2_slower = false;
-    double slower_ratio = 0;
-    profiling::CodeKind slower_than = profiling::CodeKind::interpreted;
     // Tier 1: interpreted calls (the profile's calls less its compiled calls) are counted
     // from `interpreted_base`, which a reset moves to the count then; requested once,
     // whatever the outcome (a generic version serves every shape, and its bail-outs are
@@ -183,8 +174,6 @@ private:
     // whether to request that compile.
     void learn(GroupRuntime& gr, TierUpState& st, profiling::CodeKind ran, const profiling::SignatureObservation& sig);
     bool weigh_tier1(GroupRuntime& gr, TierUpState& st);
-    // Takes `gr`'s tier-2 versions back (TierUpState::tier2_slower); st.mu held.
-    void retract_tier2(GroupRuntime& gr, TierUpState& st, profiling::CodeKind slower_than, double ratio);
     bool weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                      profiling::CodeKind ran, const profiling::SignatureObservation& sig, bool* generic);
     bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
