@@ -159,6 +159,7 @@ int main(int argc, char** argv) try {
                   << (s.groups[i].tierup.empty() ? s.groups[i].note : s.groups[i].tierup) << "\n";
     std::cout << "(the first batch got versions specialised on its size; the next one failed their guards,\n"
                  " ran on lower tiers for a few calls, and got a generic version that serves any batch.\n"
+                 " The first call of all is cold: compare the steady state with the warm interpreted calls too.\n"
                  " f.stats().to_json() has every counter.)\n";
 
     if (failures != 0) {
