@@ -12,6 +12,7 @@
 set(KILN_LAYERS
   src/support   # assert, logging, hashing
   src/core      # dtype, tensor storage, allocator, parallel loops, scalar op formulas
+  src/cpu       # the host's compute kernels the CPU tiers share (GEMM, im2col, depthwise rows)
   src/ir        # the graph IR
   src/trace     # the tracer: C++ API -> graph IR
   src/onnx      # the ONNX importer: .onnx -> graph IR

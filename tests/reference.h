@@ -165,11 +165,16 @@ kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_thres
 // Options for tests of tier-2 kernels: jit_options(kNever, 2): tier 2 after 2 calls of a
 // shape, never tier 1 (it leaves GEMM kernels to tier 2).
 kiln::Options tier2_options();
+// Options for tests of tier-1 kernels: jit_options(1, kNever): tier 1 after the first call,
+// never tier 2.
+kiln::Options tier1_options();
 // The stats of the group of `kind` in s (the first such group; a failed check when none).
 kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind);
 // Checks that the group of `kind` is at tier 2 and ran compiled calls, and that no compile
 // of the function failed.
 void check_tier2(const kiln::FunctionStats& s, const std::string& kind);
+// The same at tier `level`.
+void check_tier(const kiln::FunctionStats& s, const std::string& kind, int level);
 // Loads `g` into a fresh tier-0 Function and calls it.
 std::vector<kiln::Tensor> run_graph(const kiln::Graph& g, const std::vector<kiln::Tensor>& inputs);
 // An ArgSpec with the static shape and dtype of `t`.

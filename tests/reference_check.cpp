@@ -99,6 +99,8 @@ kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_thres
 
 kiln::Options tier2_options() { return jit_options(kNever, 2); }
 
+kiln::Options tier1_options() { return jit_options(1, kNever); }
+
 kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& kind) {
     for (const auto& gr : s.groups)
         if (gr.kind == kind) return gr;
@@ -106,10 +108,12 @@ kiln::GroupStats group_of_kind(const kiln::FunctionStats& s, const std::string& 
     return {};
 }
 
-void check_tier2(const kiln::FunctionStats& s, const std::string& kind) {
+void check_tier2(const kiln::FunctionStats& s, const std::string& kind) { check_tier(s, kind, 2); }
+
+void check_tier(const kiln::FunctionStats& s, const std::string& kind, int level) {
     INFO(s.to_json());
     const kiln::GroupStats gs = group_of_kind(s, kind);
-    CHECK(gs.tier == 2);
+    CHECK(gs.tier == level);
     CHECK(gs.compiled_calls > 0);
     CHECK(s.compile_failures == 0);
 }

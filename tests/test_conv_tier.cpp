@@ -8,6 +8,7 @@
 #include <kiln/kiln.h>
 
 #include "have_tier.h"
+#include "conv_cases.h"
 #include "reference.h"
 #include "src/ir/ir.h"
 #include "src/kir/eval.h"
@@ -25,95 +26,7 @@
 #include <vector>
 
 using namespace kiln;
-
-namespace {
-
-struct ConvCase {
-    DType dt = DType::f32;
-    std::int64_t n = 1, c = 3, h = 9, w = 9, o = 4, kh = 3, kw = 3;
-    Pair stride{1, 1}, pad{0, 0}, dil{1, 1};
-    std::int64_t groups = 1;
-    bool bias = true;
-    int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh
-};
-
-std::string describe(const ConvCase& c) {
-    return ref::dname(c.dt) + " x[" + std::to_string(c.n) + "," + std::to_string(c.c) + "," + std::to_string(c.h) + "," +
-           std::to_string(c.w) + "] w[" + std::to_string(c.o) + "," + std::to_string(c.c / c.groups) + "," +
-           std::to_string(c.kh) + "," + std::to_string(c.kw) + "] stride " + std::to_string(c.stride[0]) + "x" +
-           std::to_string(c.stride[1]) + " pad " + std::to_string(c.pad[0]) + "x" + std::to_string(c.pad[1]) + " dil " +
-           std::to_string(c.dil[0]) + "x" + std::to_string(c.dil[1]) + " groups " + std::to_string(c.groups) +
-           " bias " + std::to_string(c.bias) + " epi " + std::to_string(c.epi);
-}
-
-std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-}
-
-// The graph of case c; x's dims are `xdims` (static or symbolic); the weight, bias and
-// epilogue constants are fixed tensors; a residual is a second input.
-Graph make_graph(const ConvCase& c, std::vector<Dim> xdims) {
-    Tensor W = Tensor::randn({c.o, c.c / c.groups, c.kh, c.kw}, 21, c.dt);
-    Tensor B = Tensor::randn({c.o}, 22, c.dt);
-    Tensor scale = Tensor::randn({c.o, 1, 1}, 23, c.dt), shift = Tensor::randn({c.o, 1, 1}, 24, c.dt);
-    std::vector<ArgSpec> args{arg("x", c.dt, xdims)};
-    if (c.epi == 3) {
-        const bool fixed = xdims[2].is_static() && xdims[3].is_static();
-        std::vector<Dim> rd{xdims[0], c.o, fixed ? Dim(out_size(c.h, c.kh, c.stride[0], c.pad[0], c.dil[0])) : dyn("OH"),
-                            fixed ? Dim(out_size(c.w, c.kw, c.stride[1], c.pad[1], c.dil[1])) : dyn("OW")};
-        args.push_back(arg("r", c.dt, rd));
-    }
-    return trace("conv", args, [&](const std::vector<Var>& in) -> std::vector<Var> {
-        Var y = conv2d(in[0], W, c.bias ? Var(B) : Var(), c.stride, c.pad, c.dil, c.groups);
-        switch (c.epi) {
-        case 1: return {relu(y)};
-        case 2: return {relu(y * scale + shift)};
-        case 3: return {tanh(y) + in[1]};
-        default: return {y};
-        }
-    });
-}
-
-std::vector<Tensor> make_inputs(const ConvCase& c, std::uint64_t seed) {
-    std::vector<Tensor> in{Tensor::randn({c.n, c.c, c.h, c.w}, seed, c.dt)};
-    if (c.epi == 3)
-        in.push_back(Tensor::randn({c.n, c.o, out_size(c.h, c.kh, c.stride[0], c.pad[0], c.dil[0]),
-                                    out_size(c.w, c.kw, c.stride[1], c.pad[1], c.dil[1])},
-                                   seed + 1, c.dt));
-    return in;
-}
-
-double tol(const ConvCase& c) {
-    // f16/bf16: the interpreter rounds after each epilogue op, the fused epilogue once.
-    if (c.dt == DType::f16) return 2e-2;
-    if (c.dt == DType::bf16) return 1e-1;
-    const double eps = c.dt == DType::f32 ? 1.2e-7 : 2.3e-16;
-    return 32.0 * eps * std::sqrt(static_cast<double>(std::max<std::int64_t>(1, c.c / c.groups * c.kh * c.kw)));
-}
-
-std::vector<ConvCase> cases() {
-    std::vector<ConvCase> v;
-    auto add = [&](auto f) {
-        ConvCase c;
-        f(c);
-        v.push_back(c);
-    };
-    add([](ConvCase&) {});
-    add([](ConvCase& c) { c.pad = {1, 1}; c.epi = 1; });
-    add([](ConvCase& c) { c.stride = {2, 2}; c.pad = {1, 1}; c.h = 11; c.w = 8; c.epi = 2; });
-    add([](ConvCase& c) { c.dil = {2, 1}; c.pad = {2, 0}; c.kh = 3; c.kw = 2; c.bias = false; });
-    add([](ConvCase& c) { c.c = 8; c.o = 6; c.groups = 2; c.pad = {1, 1}; c.epi = 3; });
-    add([](ConvCase& c) { c.c = 4; c.o = 4; c.groups = 4; c.pad = {1, 1}; c.n = 2; c.epi = 1; });  // depthwise
-    add([](ConvCase& c) { c.kh = 1; c.kw = 1; c.h = 7; c.w = 5; c.o = 13; c.c = 17; c.dt = DType::f64; });
-    add([](ConvCase& c) { c.h = 40; c.w = 33; c.pad = {1, 1}; c.o = 20; c.n = 2; c.epi = 2; });  // several pixel blocks
-    add([](ConvCase& c) { c.h = 5; c.w = 6; c.kh = 5; c.kw = 1; c.pad = {3, 2}; c.stride = {3, 1}; c.dt = DType::f64; c.epi = 3; });
-    add([](ConvCase& c) { c.o = 150; c.c = 2; c.h = 6; c.w = 6; c.pad = {1, 1}; });  // two row blocks
-    add([](ConvCase& c) { c.c = 70; c.o = 9; c.h = 6; c.w = 7; c.pad = {1, 1}; c.epi = 1; });  // k = 630: depth blocks
-    add([](ConvCase& c) { c.h = 3; c.w = 3; c.pad = {4, 4}; c.stride = {2, 3}; c.dil = {2, 2}; });  // mostly padding
-    return v;
-}
-
-}  // namespace
+using namespace kiln::test::conv_cases;
 
 TEST_CASE("conv tier: fusion keeps the epilogue with the conv") {
     ConvCase c;

@@ -29,7 +29,7 @@ public:
     explicit Checker(const kir::Kernel& k) : k_(k) {}
 
     void run() {
-        if (k_.matmul) fail(Bailout::unsupported_op, "matmul kernels are left to tier 2");
+        if (k_.matmul) fail(Bailout::unsupported_op, "matmul kernels run through the GEMM driver (matmul.h)");
         if (k_.num_vars < 0) malformed("negative num_vars");
         if (k_.params.size() != k_.param_sources.size()) malformed("params and param sources differ");
         if (k_.extent) expr(k_.extent, Type::index);  // the runtime's, not the code's

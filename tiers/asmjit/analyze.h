@@ -3,8 +3,9 @@
 // emits anything (no asmjit here).
 //
 // Requires: a KIR kernel (kir.h); an ill-formed one is reported, not assumed.
-// Ensures: analyze() throws Unsupported for what tier 1 does not compile (matmul kernels,
-// ops on types the interpreter does not define, malformed kernels) and otherwise says, for
+// Ensures: analyze() throws Unsupported for what tier 1 does not compile this way (matmul
+// kernels, which matmul.h compiles; ops on types the interpreter does not define; malformed
+// kernels) and otherwise says, for
 // each loop, whether it runs as a vector loop (`LoopPlan`). A loop is a vector loop when
 // vectors are allowed and:
 // - its body has no nested loop, stores each buffer at most once, and loads a buffer it

@@ -4,6 +4,7 @@
 
 #include "tiers/asmjit/analyze.h"
 #include "tiers/asmjit/codegen.h"
+#include "tiers/asmjit/matmul.h"
 
 #include <atomic>
 #include <chrono>
@@ -28,6 +29,38 @@ public:
 
 private:
     asmjit_tier::JitCode code_;
+};
+
+// A matmul or conv kernel (matmul.h): the forwarder that is its entry, the epilogue's code
+// and the plan that ties them to the GEMM driver.
+class AsmjitMatmulKernel final : public HostKernel {
+public:
+    AsmjitMatmulKernel(asmjit_tier::JitCode epilogue, asmjit_tier::MatmulPlanPtr plan, asmjit_tier::JitCode entry)
+        : epilogue_(epilogue), plan_(std::move(plan)), entry_(entry) {}
+    ~AsmjitMatmulKernel() override {
+        asmjit_tier::release(entry_);
+        asmjit_tier::release(epilogue_);
+    }
+    AsmjitMatmulKernel(const AsmjitMatmulKernel&) = delete;
+    AsmjitMatmulKernel& operator=(const AsmjitMatmulKernel&) = delete;
+    KernelFn entry() const override { return entry_.fn; }
+    std::size_t code_bytes() const override { return entry_.bytes + epilogue_.bytes; }
+
+private:
+    asmjit_tier::JitCode epilogue_;
+    asmjit_tier::MatmulPlanPtr plan_;
+    asmjit_tier::JitCode entry_;
+};
+
+// Releases generated code unless handed over.
+struct CodeGuard {
+    asmjit_tier::JitCode code;
+    ~CodeGuard() { asmjit_tier::release(code); }
+    asmjit_tier::JitCode take() {
+        asmjit_tier::JitCode c = code;
+        code = {};
+        return c;
+    }
 };
 
 // The vector width compiles use now: the host's widest unless a hook narrowed it.
@@ -72,8 +105,25 @@ private:
         if (!asmjit_tier::host_isa().usable)
             return {nullptr, Bailout::unavailable, "tier 1 needs an x86-64 host with AVX2 and FMA", 0.0};
         const int vb = vector_bytes();
+        if (kernel.matmul) return compile_matmul(kernel, vb);
         const asmjit_tier::Analysis a = asmjit_tier::analyze(kernel, vb > 0);  // throws Unsupported
         auto k = std::make_shared<AsmjitKernel>(asmjit_tier::generate(kernel, a, vb));
+        return {std::move(k), Bailout::none, {}, 0.0};
+    }
+
+    static CompileResult compile_matmul(const kir::Kernel& kernel, int vb) {
+        if (std::string why = asmjit_tier::matmul_unsupported(kernel); !why.empty())
+            return {nullptr, Bailout::unsupported_dtype, why, 0.0};
+        const kir::Kernel epi = asmjit_tier::epilogue_kernel(kernel);
+        const asmjit_tier::Analysis a = asmjit_tier::analyze(epi, vb > 0);  // throws Unsupported
+        CodeGuard epilogue{asmjit_tier::generate(epi, a, vb)};
+        asmjit_tier::MatmulPlanPtr plan = asmjit_tier::make_matmul_plan(kernel, epilogue.code.fn, vb);
+        auto target = [](const void* ctx, void* const* buffers, const std::int64_t* params, std::int64_t begin,
+                         std::int64_t end) {
+            asmjit_tier::run_matmul(static_cast<const asmjit_tier::MatmulPlan*>(ctx), buffers, params, begin, end);
+        };
+        CodeGuard entry{asmjit_tier::generate_forwarder(plan.get(), target)};
+        auto k = std::make_shared<AsmjitMatmulKernel>(epilogue.take(), std::move(plan), entry.take());
         return {std::move(k), Bailout::none, {}, 0.0};
     }
 };
@@ -93,7 +143,10 @@ void set_asmjit_vector_bytes(int bytes) { g_vector_bytes.store(bytes); }
 AsmjitLoopReport asmjit_loop_report(const kir::Kernel& kernel) {
     AsmjitLoopReport r;
     try {
-        const asmjit_tier::Analysis a = asmjit_tier::analyze(kernel, vector_bytes() > 0);
+        // A matmul kernel's loops are those of its epilogue (matmul.h).
+        const asmjit_tier::Analysis a = kernel.matmul && asmjit_tier::matmul_unsupported(kernel).empty()
+                                            ? asmjit_tier::analyze(asmjit_tier::epilogue_kernel(kernel), vector_bytes() > 0)
+                                            : asmjit_tier::analyze(kernel, vector_bytes() > 0);
         auto add = [&](const asmjit_tier::LoopPlan& p) {
             (p.vector ? r.vector_loops : r.scalar_loops) += 1;
             if (!p.vector && p.why_scalar != "not an innermost loop" && p.why_scalar != "the body has loops") {

@@ -15,9 +15,12 @@
 //   straight-line f32 arithmetic over unit-stride and loop-invariant loads, unit-stride
 //   stores, per-iteration temps and add/max/min accumulators runs 16 lanes at a time on
 //   hosts with AVX-512 (8 with AVX2), with one masked iteration for the tail;
+// - matmul and conv kernels (kir::MatmulHint, f32 and f64 operands) as a driver compiled
+//   ahead of time around the host's vectorised GEMM (src/cpu/gemm.h) and the group's
+//   epilogue as generated code over each finished tile (tiers/asmjit/matmul.h);
 // - on a host without AVX2 and FMA, or for what the code generator does not handle
-//   (matmul kernels, ops the interpreter does not define on a type), compile() returns a
-//   Bailout (tiers/tier.h) with a message, never throws.
+//   (f16/bf16 matmul operands, ops the interpreter does not define on a type), compile()
+//   returns a Bailout (tiers/tier.h) with a message, never throws.
 #include "tiers/tier.h"
 
 #include <cstddef>
@@ -53,7 +56,8 @@ void set_asmjit_vector_bytes(int bytes);
 
 // Test and benchmark hook: how the tier would compile `kernel` now: the number of its loops
 // (the loop over outer indices included) that become vector loops, and the reasons the
-// others stay scalar ("" when every loop vectorises). Throws nothing; a kernel the tier
+// others stay scalar ("" when every loop vectorises); for a matmul kernel, the loops of its
+// epilogue. Throws nothing; a kernel the tier
 // bails out on gives -1 and the bailout's message.
 struct AsmjitLoopReport {
     int vector_loops = 0;

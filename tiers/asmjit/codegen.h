@@ -11,6 +11,7 @@
 #include "tiers/asmjit/analyze.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace kiln::tiers::asmjit_tier {
 
@@ -28,7 +29,14 @@ struct JitCode {
 // `vector_bytes`: 64 (zmm), 32 (ymm) or 0 (no vector loops; the Analysis must agree).
 JitCode generate(const kir::Kernel& k, const Analysis& a, int vector_bytes);
 
-// Frees code returned by generate().
+// Code with the KernelFn signature that calls target(ctx, buffers, params, begin, end): the
+// entry of a kernel whose work is done by code compiled ahead of time (tier 1's matmul
+// driver, matmul.h), with its plan as ctx. A tail jump: no frame of its own.
+using ForwardTarget = void (*)(const void* ctx, void* const* buffers, const std::int64_t* params, std::int64_t begin,
+                               std::int64_t end);
+JitCode generate_forwarder(const void* ctx, ForwardTarget target);
+
+// Frees code returned by generate() or generate_forwarder().
 void release(const JitCode& code);
 
 // Kernels and code bytes held by the runtime.

@@ -9,7 +9,7 @@
 //     input plane.
 //   * 1x1 with stride 1 and no padding: per (sample, group, block of pixels) a GEMM of
 //     the weights and the input planes, read in place.
-//   * Otherwise per (sample, group, block of output pixels) im2col + GEMM (gemm.h, shared
+//   * Otherwise per (sample, group, block of output pixels) im2col + GEMM (src/cpu/gemm.h, shared
 //     with matmul), so the scratch column buffer stays bounded. The column block is
 //     written in the GEMM's packed layout, so it is not copied again.
 //   On every path the padding is zeros: with finite weights the result is the plain sum
@@ -22,7 +22,8 @@
 //   avg; global_avg_pool2d over an empty plane gives NaN.
 #include "src/core/strided.h"
 #include "src/support/check.h"
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
+#include "src/cpu/im2col.h"
 #include "tiers/interp/kernels.h"
 
 #include <algorithm>
@@ -33,6 +34,9 @@ namespace kiln::interp {
 namespace {
 
 using I64 = std::int64_t;
+using cpu::DwRowFn;
+using cpu::SimdKernels;
+using cpu::simd_kernels;
 
 struct Window {
     I64 k, s, p, d;
@@ -97,49 +101,6 @@ void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, 
     });
 }
 
-// The im2col matrix for output pixels [p0, p0 + np) of one sample and group, written as
-// the GEMM's packed right operand (gemm_acc_packed_b): row r = (c, i, j) holds the input
-// value under tap (i, j) of channel c for each pixel, 0 in the padding; pixel q of row r is
-// at (q / nr) * ckk * nr + r * nr + q % nr, and the last panel is zero past np. Walks the
-// pixels in runs that stay within one output row and one panel (no division per element).
-template <class C>
-void im2col_packed(const ConvShape& cs, const C* src, I64 p0, I64 np, I64 nr, C* col) {
-    const I64 ckk = cs.cg * cs.wh.k * cs.ww.k, tail = round_up(np, nr) - np;
-    const Window &wh = cs.wh, &ww = cs.ww;
-    for (I64 c = 0; c < cs.cg; ++c) {
-        const C* plane = src + c * cs.h * cs.w;
-        for (I64 i = 0; i < wh.k; ++i)
-            for (I64 j = 0; j < ww.k; ++j) {
-                C* row = col + ((c * wh.k + i) * ww.k + j) * nr;
-                const I64 off = j * ww.d - ww.p;  // input column = xo * s + off
-                // Output columns whose tap is inside the input row: [xa, xb).
-                const I64 xa = std::min(cs.ow, off >= 0 ? 0 : ceil_div(-off, ww.s));
-                const I64 xb = cs.w - 1 - off < 0 ? xa : std::clamp((cs.w - 1 - off) / ww.s + 1, xa, cs.ow);
-                for (I64 q = 0; q < np;) {
-                    const I64 p = p0 + q, y = p / cs.ow, x0 = p % cs.ow;
-                    // The rest of this output row, within this panel.
-                    const I64 len = std::min({cs.ow - x0, np - q, nr - q % nr});
-                    C* dst = row + (q / nr) * ckk * nr + q % nr;
-                    const I64 iy = y * wh.s - wh.p + i * wh.d;
-                    if (iy < 0 || iy >= cs.h) {
-                        std::fill_n(dst, len, C(0));
-                    } else {
-                        // Zeros left of xa, input values in [xa, xb), zeros from xb.
-                        const C* in = plane + iy * cs.w;
-                        const I64 a = std::clamp(xa, x0, x0 + len), b = std::clamp(xb, a, x0 + len);
-                        std::fill(dst, dst + (a - x0), C(0));
-                        if (ww.s == 1) std::copy(in + a + off, in + b + off, dst + (a - x0));
-                        else
-                            for (I64 xo = a; xo < b; ++xo) dst[xo - x0] = in[xo * ww.s + off];
-                        std::fill(dst + (b - x0), dst + len, C(0));
-                    }
-                    q += len;
-                }
-                if (tail > 0) std::fill_n(row + (np / nr) * ckk * nr + np % nr, tail, C(0));
-            }
-    }
-}
-
 // Every other conv2d as a GEMM per (sample, group, block of output pixels): weights
 // [og x cg*kh*kw] times the im2col block, into the output block started from the bias.
 // A 1x1 convolution with stride 1 and no padding reads the input planes as the GEMM's right
@@ -159,6 +120,8 @@ void conv_gemm(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const
     }
     pb = std::min(pb, npix);
     const I64 pblocks = ceil_div(npix, pb);
+    const cpu::Im2colShape geometry{cs.cg, cs.h, cs.w, cs.ow, cs.wh.k, cs.ww.k, cs.wh.s, cs.ww.s,
+                                    cs.wh.p, cs.ww.p, cs.wh.d, cs.ww.d};
     core::parallel_range(cs.n * cs.groups * pblocks, cs.og * std::max<I64>(ckk, 1) * pb, [&](I64 lo, I64 hi) {
         std::vector<C> col(direct ? 0 : static_cast<std::size_t>(ckk * round_up(pb, kr.nr)));
         for (I64 t = lo; t < hi; ++t) {
@@ -169,10 +132,10 @@ void conv_gemm(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const
             for (I64 oc = 0; oc < cs.og; ++oc)
                 std::fill_n(dst + oc * npix, np, static_cast<C>(bias[static_cast<std::size_t>(g * cs.og + oc)]));
             if (direct) {
-                gemm_acc<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, src + p0, npix, dst, npix);
+                cpu::gemm_acc<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, src + p0, npix, dst, npix);
             } else {
-                im2col_packed(cs, src, p0, np, kr.nr, col.data());
-                gemm_acc_packed_b<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, col.data(), dst, npix);
+                cpu::im2col_packed(geometry, src, p0, np, kr.nr, col.data());
+                cpu::gemm_acc_packed_b<C>(kr.isa, cs.og, np, ckk, pw + g * cs.og * ckk, ckk, col.data(), dst, npix);
             }
         }
     });
@@ -216,7 +179,7 @@ Tensor conv2d(const ir::Node& node, const std::vector<Tensor>& in, const Shape& 
             const C* px = static_cast<const C*>(xc.data());
             const C* pw = static_cast<const C*>(wc.data());
             C* po = static_cast<C*>(out.data());
-            const SimdKernels<C>& kr = simd_kernels<C>(interp_cpu_isa());
+            const SimdKernels<C>& kr = simd_kernels<C>(cpu::kernel_cpu_isa());
             if (cg == 1) conv_depthwise<C>(cs, kr, px, pw, bias, po);
             else conv_gemm<C>(cs, kr, px, pw, bias, po);
         } else {

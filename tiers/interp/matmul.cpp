@@ -13,7 +13,7 @@
 //   thread, about four per thread otherwise (split_gemm picks the parts).
 #include "src/core/strided.h"
 #include "src/support/check.h"
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
 #include "tiers/interp/kernels.h"
 
 #include <algorithm>
@@ -71,17 +71,17 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Shape& out_shape) {
             const C* pa = static_cast<const C*>(ac.data());
             const C* pb = static_cast<const C*>(bc.data());
             C* pc = static_cast<C*>(out.data());
-            const CpuIsa isa = interp_cpu_isa();
+            const cpu::CpuIsa isa = cpu::kernel_cpu_isa();
             const int width = core::parallel_width();
             const I64 parts = width > 1 && nb * m * n * k >= (I64(1) << 20) ? (4 * width + nb - 1) / nb : 1;
-            const GemmSplit sp = split_gemm(m, n, k, parts);
+            const cpu::GemmSplit sp = cpu::split_gemm(m, n, k, parts);
             const I64 per_matrix = sp.row_parts * sp.col_parts;
             core::parallel_range(nb * per_matrix, sp.rows_per_part * sp.cols_per_part * std::max<I64>(k, 1), [&](I64 lo, I64 hi) {
                 for (I64 t = lo; t < hi; ++t) {
                     const I64 bi = t / per_matrix, part = t % per_matrix;
                     const I64 i0 = (part / sp.col_parts) * sp.rows_per_part, j0 = (part % sp.col_parts) * sp.cols_per_part;
                     const I64 rows = std::min(sp.rows_per_part, m - i0), cols = std::min(sp.cols_per_part, n - j0);
-                    gemm_acc<C>(isa, rows, cols, k, pa + aoff[static_cast<std::size_t>(bi)] + i0 * k, k,
+                    cpu::gemm_acc<C>(isa, rows, cols, k, pa + aoff[static_cast<std::size_t>(bi)] + i0 * k, k,
                                 pb + boff[static_cast<std::size_t>(bi)] + j0, n, pc + (bi * m + i0) * n + j0, n);
                 }
             });

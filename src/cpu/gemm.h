@@ -1,13 +1,14 @@
 #pragma once
-// Private to the interpreter: the GEMM that matmul and conv2d share, the depthwise row
-// kernel of conv2d, and the choice of instruction set for them.
+// The host's compute kernels that the interpreter's matmul and conv2d (tier 0) and tier 1's
+// matmul and conv kernels share: the GEMM, the depthwise row kernel of conv2d, and the
+// choice of instruction set for them. Compiled ahead of time with the library (no JIT).
 //
 // The library is compiled for generic x86-64, so the vector kernels are compiled per
 // instruction set with function-level target options (simd_avx2.cpp: AVX2 + FMA;
 // simd_avx512.cpp: AVX-512F) and chosen at run time from what the CPU reports
 // (host_cpu_isa), with portable C++ kernels (gemm.cpp) as the fallback and on other
 // architectures. Every entry point takes the instruction set as a parameter, so a cap such
-// as DESIGN.md's KILN_CPU_ISA can be passed in; the interpreter uses interp_cpu_isa().
+// as DESIGN.md's KILN_CPU_ISA can be passed in; the tiers use kernel_cpu_isa().
 //
 // GEMM layout (as in BLIS / GotoBLAS): C += A * B for row-major blocks. For each block of
 // KC rows of B and NC columns, B is packed into panels of NR columns (kc x NR, zero padded);
@@ -17,15 +18,15 @@
 // against those rows (a batch-1 dense layer is such a product).
 #include <cstdint>
 
-namespace kiln::interp {
+namespace kiln::cpu {
 
 enum class CpuIsa : std::uint8_t { portable, avx2, avx512 };
 
 const char* cpu_isa_name(CpuIsa isa);   // "portable", "avx2", "avx512"
 CpuIsa host_cpu_isa();                  // the best this CPU and OS run (asked once)
 CpuIsa cap_cpu_isa(CpuIsa want);        // want, lowered to what the host runs
-// The instruction set of the interpreter's kernels: host_cpu_isa() (no cap is wired yet).
-CpuIsa interp_cpu_isa();
+// The instruction set the tiers' kernels use: host_cpu_isa() (no cap is wired yet).
+CpuIsa kernel_cpu_isa();
 
 // The largest register tile height of any kernel (AVX-512: 12 rows).
 inline constexpr int kMaxTileRows = 12;
@@ -91,4 +92,4 @@ GemmSplit split_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_
 extern const SimdKernels<float> kAvx2F32, kAvx512F32;
 extern const SimdKernels<double> kAvx2F64, kAvx512F64;
 
-}  // namespace kiln::interp
+}  // namespace kiln::cpu

@@ -1,10 +1,10 @@
-// The interpreter's vector kernels for AVX-512F (simd_kernels.h), compiled for that
+// The host's vector kernels for AVX-512F (simd_kernels.h), compiled for that
 // instruction set with function-level target options while the rest of the library stays
 // generic x86-64; gemm.cpp selects them only when the CPU and OS report AVX-512F.
 //
 // Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
 // blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +17,9 @@
 // region (the traits and the kernel templates) is; the standard headers above are not.
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-#include "tiers/interp/simd_kernels.h"
+#include "src/cpu/simd_kernels.h"
 
-namespace kiln::interp {
+namespace kiln::cpu {
 namespace {
 
 struct Avx512F32 {
@@ -61,7 +61,7 @@ constinit const SimdKernels<float> kAvx512F32 = simd::make_table<Avx512F32, 12, 
 constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12, 2, SimdKernels<double>>(
     CpuIsa::avx512, 256, 72, 512, std::make_index_sequence<12>{});
 
-}  // namespace kiln::interp
+}  // namespace kiln::cpu
 
 #pragma GCC pop_options
 #endif

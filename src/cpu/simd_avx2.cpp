@@ -1,11 +1,11 @@
-// The interpreter's vector kernels for AVX2 + FMA (simd_kernels.h), compiled for that
+// The host's vector kernels for AVX2 + FMA (simd_kernels.h), compiled for that
 // instruction set with function-level target options while the rest of the library stays
 // generic x86-64; gemm.cpp selects them only when the CPU reports AVX2 and FMA.
 //
 // Register tiles: f32 6 x 16 (12 ymm accumulators), f64 6 x 8. Cache blocks: KC = 256
 // (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
 // 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +18,9 @@
 // region (the traits and the kernel templates) is; the standard headers above are not.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#include "tiers/interp/simd_kernels.h"
+#include "src/cpu/simd_kernels.h"
 
-namespace kiln::interp {
+namespace kiln::cpu {
 namespace {
 
 struct Avx2F32 {
@@ -64,7 +64,7 @@ constinit const SimdKernels<float> kAvx2F32 =
 constinit const SimdKernels<double> kAvx2F64 =
     simd::make_table<Avx2F64, 6, 2, SimdKernels<double>>(CpuIsa::avx2, 256, 72, 512, std::make_index_sequence<6>{});
 
-}  // namespace kiln::interp
+}  // namespace kiln::cpu
 
 #pragma GCC pop_options
 #endif

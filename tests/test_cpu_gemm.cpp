@@ -1,4 +1,4 @@
-// The interpreter's GEMM and depthwise row kernels (tiers/interp/gemm.h), for every kernel set
+// The host GEMM and depthwise row kernels (src/cpu/gemm.h), for every kernel set
 // this CPU runs (portable, AVX2 + FMA, AVX-512F; the others are skipped with the reason),
 // against plain double-precision loops: sizes on both sides of every register tile and
 // cache block, strided blocks (nothing outside C's block may change), accumulation into a
@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
 
 #include <cmath>
 #include <cstdint>
@@ -18,7 +18,7 @@
 namespace {
 
 using I64 = std::int64_t;
-using kiln::interp::CpuIsa;
+using kiln::cpu::CpuIsa;
 
 constexpr CpuIsa kAllIsas[] = {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512};
 
@@ -26,8 +26,8 @@ constexpr CpuIsa kAllIsas[] = {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512};
 std::vector<CpuIsa> runnable_isas() {
     std::vector<CpuIsa> out;
     for (CpuIsa isa : kAllIsas) {
-        if (kiln::interp::cap_cpu_isa(isa) == isa) out.push_back(isa);
-        else kiln::test::skip(std::string("this CPU does not run the ") + kiln::interp::cpu_isa_name(isa) + " kernels");
+        if (kiln::cpu::cap_cpu_isa(isa) == isa) out.push_back(isa);
+        else kiln::test::skip(std::string("this CPU does not run the ") + kiln::cpu::cpu_isa_name(isa) + " kernels");
     }
     return out;
 }
@@ -56,14 +56,14 @@ template <class T> bool check_gemm(CpuIsa isa, I64 m, I64 n, I64 k, std::uint64_
     for (I64 i = 0; i < m; ++i)
         for (I64 j = 0; j < n; ++j) c[static_cast<std::size_t>(i * ldc + j)] = c0[static_cast<std::size_t>(i * n + j)];
     if (packed_b) {
-        const I64 nr = kiln::interp::simd_kernels<T>(isa).nr, panels = (n + nr - 1) / nr;
+        const I64 nr = kiln::cpu::simd_kernels<T>(isa).nr, panels = (n + nr - 1) / nr;
         std::vector<T> bp(static_cast<std::size_t>(panels * k * nr), T(0));
         for (I64 p = 0; p < k; ++p)
             for (I64 j = 0; j < n; ++j)
                 bp[static_cast<std::size_t>((j / nr) * k * nr + p * nr + j % nr)] = b[static_cast<std::size_t>(p * ldb + j)];
-        kiln::interp::gemm_acc_packed_b<T>(isa, m, n, k, a.data(), lda, bp.data(), c.data(), ldc);
+        kiln::cpu::gemm_acc_packed_b<T>(isa, m, n, k, a.data(), lda, bp.data(), c.data(), ldc);
     } else {
-        kiln::interp::gemm_acc<T>(isa, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+        kiln::cpu::gemm_acc<T>(isa, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
     }
     const double eps = std::numeric_limits<T>::epsilon();
     for (I64 i = 0; i < m; ++i)
@@ -98,9 +98,9 @@ const std::vector<I64> kEdgeSizes{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16,
 
 }  // namespace
 
-TEST_CASE("interp gemm: every kernel set against double loops, sizes 1..40 around the register tiles") {
+TEST_CASE("cpu gemm: every kernel set against double loops, sizes 1..40 around the register tiles") {
     for (CpuIsa isa : runnable_isas()) {
-        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
         std::uint64_t seed = 7000;
         bool ok = true;
         for (I64 m : kEdgeSizes)
@@ -113,9 +113,9 @@ TEST_CASE("interp gemm: every kernel set against double loops, sizes 1..40 aroun
     }
 }
 
-TEST_CASE("interp gemm: sizes across the cache blocks (KC, MC, NC) and k = 0") {
+TEST_CASE("cpu gemm: sizes across the cache blocks (KC, MC, NC) and k = 0") {
     for (CpuIsa isa : runnable_isas()) {
-        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
         // m past MC (144) and k past KC (256); n past the f64 NC (512) and f32 NC (1024).
         CHECK(check_gemm<float>(isa, 150, 37, 300, 1));
         CHECK(check_gemm<double>(isa, 149, 41, 259, 2));
@@ -126,9 +126,9 @@ TEST_CASE("interp gemm: sizes across the cache blocks (KC, MC, NC) and k = 0") {
     }
 }
 
-TEST_CASE("interp gemm: with B already packed (conv2d's im2col), small sizes and across the cache blocks") {
+TEST_CASE("cpu gemm: with B already packed (conv2d's im2col), small sizes and across the cache blocks") {
     for (CpuIsa isa : runnable_isas()) {
-        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
         std::uint64_t seed = 8000;
         bool ok = true;
         for (I64 m : {1, 2, 5, 6, 7, 12, 13, 25})
@@ -143,9 +143,9 @@ TEST_CASE("interp gemm: with B already packed (conv2d's im2col), small sizes and
     }
 }
 
-TEST_CASE("interp gemm: a NaN in row i of A (column j of B) makes row i (column j) of C NaN, and nothing else") {
+TEST_CASE("cpu gemm: a NaN in row i of A (column j of B) makes row i (column j) of C NaN, and nothing else") {
     for (CpuIsa isa : runnable_isas()) {
-        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
         for (I64 m : {1, 3, 5, 13}) {
             const I64 n = 19, k = 11;
             CAPTURE(m);
@@ -155,7 +155,7 @@ TEST_CASE("interp gemm: a NaN in row i of A (column j of B) makes row i (column 
             a[static_cast<std::size_t>(bad_row * k + 4)] = std::numeric_limits<float>::quiet_NaN();
             b[static_cast<std::size_t>(6 * n + bad_col)] = std::numeric_limits<float>::quiet_NaN();
             std::vector<float> c(static_cast<std::size_t>(m * n), 0.f);
-            kiln::interp::gemm_acc<float>(isa, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+            kiln::cpu::gemm_acc<float>(isa, m, n, k, a.data(), k, b.data(), n, c.data(), n);
             for (I64 i = 0; i < m; ++i)
                 for (I64 j = 0; j < n; ++j) {
                     CAPTURE(i);
@@ -166,10 +166,10 @@ TEST_CASE("interp gemm: a NaN in row i of A (column j of B) makes row i (column 
     }
 }
 
-TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2, any and 3x3) against double loops, reading only their taps") {
+TEST_CASE("cpu gemm: depthwise row kernels (strides 1 and 2, any and 3x3) against double loops, reading only their taps") {
     for (CpuIsa isa : runnable_isas()) {
-        INFO("isa = ", kiln::interp::cpu_isa_name(isa));
-        const auto& kr = kiln::interp::simd_kernels<float>(isa);
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
+        const auto& kr = kiln::cpu::simd_kernels<float>(isa);
         std::uint64_t seed = 500;
         for (I64 stride : {1, 2})
             for (I64 n : {1, 2, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40})
@@ -216,12 +216,12 @@ TEST_CASE("interp gemm: depthwise row kernels (strides 1 and 2, any and 3x3) aga
     }
 }
 
-TEST_CASE("interp gemm: the instruction set is the best the CPU reports, AVX-512 only where it runs") {
-    const CpuIsa host = kiln::interp::host_cpu_isa();
-    MESSAGE("interpreter kernels: " << std::string(kiln::interp::cpu_isa_name(kiln::interp::interp_cpu_isa())));
-    CHECK(kiln::interp::interp_cpu_isa() == host);
-    CHECK(kiln::interp::cap_cpu_isa(CpuIsa::portable) == CpuIsa::portable);
-    CHECK(kiln::interp::cap_cpu_isa(CpuIsa::avx512) == host);
+TEST_CASE("cpu gemm: the instruction set is the best the CPU reports, AVX-512 only where it runs") {
+    const CpuIsa host = kiln::cpu::host_cpu_isa();
+    MESSAGE("kernel instruction set: " << std::string(kiln::cpu::cpu_isa_name(kiln::cpu::kernel_cpu_isa())));
+    CHECK(kiln::cpu::kernel_cpu_isa() == host);
+    CHECK(kiln::cpu::cap_cpu_isa(CpuIsa::portable) == CpuIsa::portable);
+    CHECK(kiln::cpu::cap_cpu_isa(CpuIsa::avx512) == host);
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -229,14 +229,14 @@ TEST_CASE("interp gemm: the instruction set is the best the CPU reports, AVX-512
     CHECK((host == CpuIsa::avx512) == avx512);
     CHECK((host == CpuIsa::avx2) == (avx2 && !avx512));
     // A capped request never exceeds the cap, and the kernel tables say which set they are.
-    CHECK(kiln::interp::simd_kernels<float>(CpuIsa::avx2).isa == (avx2 || avx512 ? CpuIsa::avx2 : CpuIsa::portable));
-    CHECK(kiln::interp::simd_kernels<double>(CpuIsa::avx512).isa == host);
+    CHECK(kiln::cpu::simd_kernels<float>(CpuIsa::avx2).isa == (avx2 || avx512 ? CpuIsa::avx2 : CpuIsa::portable));
+    CHECK(kiln::cpu::simd_kernels<double>(CpuIsa::avx512).isa == host);
 #endif
-    CHECK(kiln::interp::simd_kernels<float>(CpuIsa::portable).isa == CpuIsa::portable);
+    CHECK(kiln::cpu::simd_kernels<float>(CpuIsa::portable).isa == CpuIsa::portable);
 }
 
-TEST_CASE("interp gemm: split_gemm covers the product with tile-aligned parts, one part for one thread") {
-    using kiln::interp::split_gemm;
+TEST_CASE("cpu gemm: split_gemm covers the product with tile-aligned parts, one part for one thread") {
+    using kiln::cpu::split_gemm;
     const auto one = split_gemm(512, 512, 512, 1);
     CHECK(one.row_parts == 1);
     CHECK(one.col_parts == 1);

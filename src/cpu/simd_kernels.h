@@ -1,5 +1,5 @@
 #pragma once
-// The vector kernels of the interpreter, written once over a traits type S that wraps one
+// The vector kernels of the host (gemm.h), written once over a traits type S that wraps one
 // instruction set's intrinsics for one element type:
 //   S::T (float, double), S::V (the vector), S::W (lanes), zero(), load(p), store(p, v),
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]}.
@@ -13,7 +13,7 @@
 // 6 x 16 floats on AVX2 uses 12 of the 16 ymm registers, 12 x 32 on AVX-512 24 of 32 zmm).
 #include <cstdint>
 
-namespace kiln::interp::simd {
+namespace kiln::cpu::simd {
 
 // c[0..M) x [0..cols) += packed A panel (kc x MR) * B (kc rows of NV * W values, stride ldb).
 template <class S, int MR, int NV, int M>
@@ -202,4 +202,4 @@ constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::in
                  {nullptr, &dw_row<S, 1, true>, &dw_row<S, 2, true>}};
 }
 
-}  // namespace kiln::interp::simd
+}  // namespace kiln::cpu::simd

@@ -1,6 +1,6 @@
-// The interpreter's GEMM driver (packing and cache blocking around the register-tile
+// The GEMM driver (packing and cache blocking around the register-tile
 // kernels), the portable kernels, and the run-time choice of instruction set (gemm.h).
-#include "tiers/interp/gemm.h"
+#include "src/cpu/gemm.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -13,9 +13,9 @@
 // The portable kernels are the same templates as the vector ones, over GCC vector types of
 // 16 bytes (SSE2 on x86-64, NEON on AArch64, scalar code elsewhere), compiled for the
 // library's own target.
-#include "tiers/interp/simd_kernels.h"
+#include "src/cpu/simd_kernels.h"
 
-namespace kiln::interp {
+namespace kiln::cpu {
 namespace {
 
 using I64 = std::int64_t;
@@ -158,7 +158,7 @@ CpuIsa host_cpu_isa() {
 
 CpuIsa cap_cpu_isa(CpuIsa want) { return std::min(want, host_cpu_isa()); }
 
-CpuIsa interp_cpu_isa() { return host_cpu_isa(); }
+CpuIsa kernel_cpu_isa() { return host_cpu_isa(); }
 
 template <class T> const SimdKernels<T>& simd_kernels(CpuIsa isa) {
     [[maybe_unused]] const CpuIsa use = cap_cpu_isa(isa);
@@ -252,4 +252,4 @@ GemmSplit split_gemm(I64 m, I64 n, I64 k, I64 parts_wanted) {
     return s;
 }
 
-}  // namespace kiln::interp
+}  // namespace kiln::cpu
