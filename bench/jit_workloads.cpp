@@ -110,7 +110,9 @@ struct WarmInfo {
 
 WarmInfo warm_up(const Ctx& ctx, const kiln::Function& f, const std::function<void()>& call) {
     const kiln::Options& o = ctx.engine->options();
-    const I64 threshold = o.jit ? std::max(o.tier1_threshold, o.tier2_threshold) : 0;
+    // A threshold of a million calls or more stands for "never" (a tier left out on purpose).
+    auto finite = [](I64 t) { return t < 1'000'000 ? t : I64{0}; };
+    const I64 threshold = o.jit ? std::max(finite(o.tier1_threshold), finite(o.tier2_threshold)) : 0;
     WarmInfo w;
     std::uint64_t t2_before = f.stats().calls_by_tier[2];
     const auto t0 = Clock::now();

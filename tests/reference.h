@@ -163,7 +163,7 @@ inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // (KILN_TIERUP=count, so counts are exact), compiles on the calling thread unless `async`.
 kiln::Options jit_options(std::int64_t tier1_threshold, std::int64_t tier2_threshold, bool async = false);
 // Options for tests of tier-2 kernels: jit_options(kNever, 2): tier 2 after 2 calls of a
-// shape, never tier 1 (it leaves GEMM kernels to tier 2).
+// shape, never tier 1 (so that tier 2, not tier 1, runs the kernels under test).
 kiln::Options tier2_options();
 // Options for tests of tier-1 kernels: jit_options(1, kNever): tier 1 after the first call,
 // never tier 2.

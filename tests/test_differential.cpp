@@ -98,12 +98,12 @@ TEST_CASE("differential: norm ops (softmax, log_softmax, layer_norm, rms_norm)")
     run_family({"norm", diff::norm_case, 5000, 96, {0, 0.8, 0.9}});
 }
 
-// Tier 1 leaves GEMM groups (matmul or conv with its epilogue) to tier 2: at tier 1 these
-// graphs run on the interpreter, and only tier 2 must run compiled code.
+// Tier 1 runs GEMM groups (matmul or conv with its epilogue) with f32 and f64 operands
+// (about 60% of these graphs: the others are f16/bf16, which tier 1 leaves to tier 2).
 TEST_CASE("differential: matmul and linear with epilogues") {
-    run_family({"matmul", diff::matmul_case, 6000, 64, {0, 0, 0.9}});
+    run_family({"matmul", diff::matmul_case, 6000, 64, {0, 0.5, 0.9}});
 }
 
 TEST_CASE("differential: conv2d with epilogues") {
-    run_family({"conv", diff::conv_case, 7000, 64, {0, 0, 0.9}});
+    run_family({"conv", diff::conv_case, 7000, 64, {0, 0.5, 0.9}});
 }

@@ -155,7 +155,7 @@ TEST_CASE("tierup policy: the cost model starts from estimates and takes what it
 
 TEST_CASE("tierup policy: a group with a large measured time compiles on its first call") {
     Rig rig;
-    rig.tier1->decline = true;  // as tier 1 does for matmul groups
+    rig.tier1->decline = true;  // as tier 1 does for f16 matmul groups
     rig.call(8, 64, CodeKind::interpreted, 30e6);  // 30 ms on the interpreter
     REQUIRE(rig.tier2->requests.size() == 1);
     CHECK(rig.binds(rig.tier2->requests[0], 0));  // one signature seen: a specialisation
@@ -272,6 +272,52 @@ TEST_CASE("tierup policy: a specialisation is compiled only when its gain pays")
     REQUIRE(rig.tier2->requests.size() == 2);
     CHECK(rig.binds(rig.tier2->requests[1], 0));
     CHECK(rig.group().tierup->specializations.load() == 1);
+}
+
+TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than its tier-1 code runs tier 1") {
+    Rig rig;
+    rig.call(1, 64, CodeKind::interpreted, 30e6);  // tier 1 (and a tier-2 specialisation) at once
+    REQUIRE(rig.tier1->requests.size() == 1);
+    REQUIRE(rig.tier2->requests.size() == 1);
+    REQUIRE(rig.versions() == 2);
+    const auto p1 = rig.params(1, 64), p2 = rig.params(2, 64);
+    // B=1: tier 1 ran it in 1 ms; tier 2 takes 2 ms. One timed call is not enough to judge.
+    for (int i = 0; i < 2; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
+    rig.call(1, 64, CodeKind::specialised, 2e6);
+    CHECK(rig.group().code()->tier1_signatures.empty());
+    rig.call(1, 64, CodeKind::specialised, 2e6);
+    REQUIRE(rig.group().code()->tier1_signatures.size() == 1);
+    CHECK(rig.group().code()->tier1_signatures[0] == p1);
+    INFO(rig.manager->describe(rig.group()));
+    CHECK(rig.manager->describe(rig.group()).find("runs tier 1 at 1 signature") != std::string::npos);
+    // The executor's choice: tier 1 at B=1 (marked as chosen, not a failed guard)...
+    bool preferred = false;
+    const jit::CompiledVersion* v = jit::select_version(*rig.group().code(), p1.data(), &preferred);
+    REQUIRE(v != nullptr);
+    CHECK(v->tier == 1);
+    CHECK(preferred);
+    // ... and the specialisation's guard still decides elsewhere (B=2 fails it: tier 1, not chosen).
+    preferred = false;
+    v = jit::select_version(*rig.group().code(), p2.data(), &preferred);
+    REQUIRE(v != nullptr);
+    CHECK_FALSE(preferred);
+    // A signature where tier 2 is within the noise (1.1x) keeps tier 2.
+    Rig rig2;
+    rig2.call(1, 64, CodeKind::interpreted, 30e6);
+    for (int i = 0; i < 2; ++i) rig2.call(1, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 4; ++i) rig2.call(1, 64, CodeKind::specialised, 1.1e6);
+    CHECK(rig2.group().code()->tier1_signatures.empty());
+    // KILN_TIERUP=count takes the thresholds' code as it is.
+    jit::Tunables t = Rig::tunables();
+    t.by_time = false;
+    t.tier1_threshold = 1;
+    t.tier2_threshold = 1;
+    Rig rig3(t);
+    rig3.call(1, 64, CodeKind::interpreted, 30e6);
+    REQUIRE(rig3.versions() == 2);
+    for (int i = 0; i < 2; ++i) rig3.call(1, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 4; ++i) rig3.call(1, 64, CodeKind::specialised, 3e6);
+    CHECK(rig3.group().code()->tier1_signatures.empty());
 }
 
 TEST_CASE("tierup policy: what a group measured on two kinds of code teaches the cost model") {

@@ -12,7 +12,17 @@ GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::
 
 GroupRuntime::~GroupRuntime() = default;
 
-const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params) {
+const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params, bool* preferred) {
+    for (const auto& sig : code.tier1_signatures) {
+        if (!std::equal(sig.begin(), sig.end(), params)) continue;
+        for (const auto& v : code.versions)
+            if (v.tier < 2 && v.guard.check(params)) {
+                if (v.entry) v.entry->touch();
+                if (preferred) *preferred = true;
+                return &v;
+            }
+        break;
+    }
     for (const auto& v : code.versions)
         if (v.guard.check(params)) {
             if (v.entry) v.entry->touch();

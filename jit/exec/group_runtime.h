@@ -35,11 +35,17 @@ struct CompiledVersion {
 
 struct CodeSet {
     std::vector<CompiledVersion> versions;  // tier-2 specialisations, tier-2 generic versions, the tier-1 version
+    // Param signatures (all of the kernel's params) at which the tier-1 version measured
+    // clearly faster than the tier-2 code that covers them: they run the tier-1 version
+    // (the tier-up policy adds them, a few at most: jit/tiering/tier_manager.h).
+    std::vector<std::vector<std::int64_t>> tier1_signatures;
 };
 
-// The first version of `code` whose guard passes for these params, or null. Touches the chosen
-// version's cache entry (recency for the code cache's LRU bound).
-const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params);
+// The version of `code` that runs for these params: the tier-1 version at a signature of
+// tier1_signatures (then *preferred is set), else the first version whose guard passes; null
+// when none passes. Touches the chosen version's cache entry (recency for the code cache's
+// LRU bound).
+const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params, bool* preferred = nullptr);
 
 // The tier-up policy's state of one group (defined by jit/tiering/tier_manager.h).
 struct TierUpState;

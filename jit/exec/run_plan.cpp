@@ -303,7 +303,8 @@ int CallRunner::run() {
             } unprotect{s_.code_hazard};
             const CodeSet* code = s_.code_hazard.protect(gr.code_pointer());
             if (!code->versions.empty()) {
-                if (const CompiledVersion* v = select_version(*code, s_.params.data())) {
+                bool preferred = false;  // the tier-1 version, chosen at this signature
+                if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
                     run_compiled(*v, *gr.kernel, group);
                     ran = v->tier;
                     kind = v->tier < 2  ? profiling::CodeKind::baseline
@@ -313,7 +314,7 @@ int CallRunner::run() {
                     prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
                     done = true;
                     // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
-                    if (v->tier < code->versions.front().tier) guard_failed(gr, *code, v->tier);
+                    if (v->tier < code->versions.front().tier && !preferred) guard_failed(gr, *code, v->tier);
                 } else {
                     guard_failed(gr, *code, 0);
                 }

@@ -3,6 +3,7 @@
 #include "jit/tiering/version_record.h"
 
 #include "src/support/check.h"
+#include "src/support/limits.h"
 #include "src/support/log.h"
 
 #include <algorithm>
@@ -99,7 +100,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
                             const profiling::SignatureObservation& sig) {
     if (!gr.kernel || !compiles()) return;
     TierUpState& st = *gr.tierup;
-    bool t1 = false, t2 = false, generic = false;
+    bool t1 = false, t2 = false, generic = false, pinned = false;
     TierUpDecision d1, d2;
     kir::Specialization spec;
     {
@@ -109,7 +110,10 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
             t1 = weigh_tier1(gr, st);
             d1 = st.last;
         }
-        if (ran == profiling::CodeKind::generic) t2 = weigh_specialization(gr, st, params, sig);
+        if (ran >= profiling::CodeKind::generic && prefer_tier1(gr, st, params, ran, sig)) {
+            d2 = st.last;
+            pinned = true;
+        } else if (ran == profiling::CodeKind::generic) t2 = weigh_specialization(gr, st, params, sig);
         else if (ran != profiling::CodeKind::specialised) t2 = weigh_tier2(gr, st, params, ran, sig, &generic);
         else if (st.last.what != TierUpDecision::What::compiling) st.last = TierUpDecision{TierUpDecision::What::settled};
         if (t2) {
@@ -117,9 +121,10 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
             st.last.what = TierUpDecision::What::compiles;
             spec = tier2_spec(gr, st, params, generic);
         }
-        d2 = st.last;
+        if (!pinned) d2 = st.last;
         if (t1 && !t2) st.last = d1;
     }
+    if (pinned) trace_decision(gr, d2, "tier 1 at this signature");
     if (t1) {
         trace_decision(gr, d1, "tier 1");
         request_tier1(gr);
@@ -148,6 +153,32 @@ void TierManager::learn(GroupRuntime& gr, TierUpState& st, CodeKind ran, const p
         const auto f = static_cast<CodeKind>(from);
         tiers_.costs->record_ratio(f, ran, gr.group.kind, sig.time.mean_ns(ran) / sig.time.mean_ns(f));
     }
+}
+
+bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, CodeKind ran,
+                               const profiling::SignatureObservation& sig) {
+    // Clearly slower: beyond the noise of a few timed calls on a shared host.
+    constexpr double kTier1Faster = 1.25;
+    constexpr std::uint64_t kTimed = 2;
+    constexpr auto b = profiling::index_of(CodeKind::baseline);
+    if (!tunables_.by_time || !sig.kept || sig.time.timed[b] < kTimed || sig.time.timed[profiling::index_of(ran)] < kTimed)
+        return false;
+    const double tier2_ns = sig.time.mean_ns(ran), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
+    if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
+    const std::shared_ptr<const CodeSet> code = gr.code();
+    if (code->tier1_signatures.size() >= limits::tier1_signatures_kept) return false;
+    if (std::none_of(code->versions.begin(), code->versions.end(), [](const CompiledVersion& v) { return v.tier < 2; }))
+        return false;
+    for (const auto& s : code->tier1_signatures)
+        if (s == params) return false;  // a call that chose its code before the set changed
+    auto next = std::make_shared<CodeSet>(*code);
+    next->tier1_signatures.push_back(params);
+    gr.publish(std::move(next));
+    TierUpDecision d{What::tier1_faster, 2, ran == CodeKind::generic};
+    d.est.now_ns = tier2_ns;
+    d.est.next_ns = tier1_ns;
+    st.last = d;
+    return true;
 }
 
 bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
@@ -181,6 +212,11 @@ bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vect
     if (st.compiling) {
         if (st.last.what != What::compiles) st.last.what = What::compiling;
         return false;
+    }
+    if (ran == CodeKind::baseline) {  // a signature that runs tier 1 by choice needs no tier-2 code
+        const std::shared_ptr<const CodeSet> code = gr.code();
+        for (const auto& s : code->tier1_signatures)
+            if (s == params) return false;
     }
     ++st.uncovered;
     const profiling::GroupProfile& prof = profile_.group(gr.index);
@@ -332,6 +368,11 @@ std::string TierManager::describe(const GroupRuntime& gr) const {
         case What::settled: out = "runs specialised code"; break;
         case What::full: out = d.generic ? "generic versions used up" : "specialisations used up"; break;
         case What::blacklisted: out = "blacklisted after repeated compile failures"; break;
+        case What::tier1_faster:
+            out = "runs tier 1 at " + std::to_string(gr.code()->tier1_signatures.size()) +
+                  " signature(s) where it measured faster than tier 2 (last: " + ms(d.est.next_ns * 1e-3) + " against " +
+                  ms(d.est.now_ns * 1e-3) + " a call)";
+            break;
     }
     if (!declined.empty()) out += "; tier 1 declined it: " + declined;
     return out;

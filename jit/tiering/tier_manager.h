@@ -69,6 +69,7 @@ struct TierUpDecision {
         settled,       // the code it runs is the best the policy will make for it
         full,          // no more versions allowed (generic versions or specialisations used up)
         blacklisted,   // too many compile failures
+        tier1_faster,  // tier 1 measured clearly faster than tier 2 at a signature: it runs tier 1 there
     };
     What what = What::none;
     int tier = 0;          // of the compile weighed
@@ -178,6 +179,12 @@ private:
                      profiling::CodeKind ran, const profiling::SignatureObservation& sig, bool* generic);
     bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                               const profiling::SignatureObservation& sig);
+    // With the time model on: whether this signature's timed calls show the group's tier-2
+    // code (`ran`) clearly slower (kTier1Faster) than its tier-1 code did at the same
+    // signature before; then the signature runs tier 1 from now on (CodeSet::tier1_signatures,
+    // at most limits::tier1_signatures_kept per group; no tier-2 compile is made for it).
+    bool prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
+                      profiling::CodeKind ran, const profiling::SignatureObservation& sig);
     // Whether the calls counted reached the threshold, for a compile to code `ratio` times as fast.
     bool at_bound(const TierUpDecision& d, double ratio) const;
     // Whether a published tier-2 version (a specialisation, if `specialised`) covers these
