@@ -274,7 +274,7 @@ TEST_CASE("tierup policy: a specialisation is compiled only when its gain pays")
     CHECK(rig.group().tierup->specializations.load() == 1);
 }
 
-TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than its tier-1 code runs tier 1") {
+TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than its tier-1 code runs tier 1 (measured, or on trial)") {
     Rig rig;
     rig.call(1, 64, CodeKind::interpreted, 30e6);  // tier 1 (and a tier-2 specialisation) at once
     REQUIRE(rig.tier1->requests.size() == 1);
@@ -301,6 +301,28 @@ TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than
     v = jit::select_version(*rig.group().code(), p2.data(), &preferred);
     REQUIRE(v != nullptr);
     CHECK_FALSE(preferred);
+    // A signature timed on tier 2 but never on tier 1 (B=3) runs tier 1 on trial; two timed
+    // tier-1 calls decide: here tier 1 is no faster (2 ms against 2 ms), so B=3 goes back to tier 2.
+    const auto p3 = rig.params(3, 64);
+    rig.call(3, 64, CodeKind::specialised, 2e6);
+    CHECK(rig.group().code()->tier1_signatures.size() == 1);
+    rig.call(3, 64, CodeKind::specialised, 2e6);
+    REQUIRE(rig.group().code()->tier1_signatures.size() == 2);  // on trial
+    preferred = false;
+    v = jit::select_version(*rig.group().code(), p3.data(), &preferred);
+    REQUIRE(v != nullptr);
+    CHECK(v->tier == 1);
+    CHECK(preferred);
+    rig.call(3, 64, CodeKind::baseline, 2e6);
+    CHECK(rig.group().code()->tier1_signatures.size() == 2);  // one timed call does not decide
+    rig.call(3, 64, CodeKind::baseline, 2e6);
+    CHECK(rig.group().code()->tier1_signatures.size() == 1);  // back to tier 2
+    CHECK(rig.group().code()->tier1_signatures[0] == p1);
+    // At B=4 the trial shows tier 1 three times as fast: B=4 stays on tier 1.
+    for (int i = 0; i < 2; ++i) rig.call(4, 64, CodeKind::specialised, 3e6);
+    for (int i = 0; i < 2; ++i) rig.call(4, 64, CodeKind::baseline, 1e6);
+    CHECK(rig.group().code()->tier1_signatures.size() == 2);
+    CHECK(rig.group().code()->tier1_signatures[1] == rig.params(4, 64));
     // A signature where tier 2 is within the noise (1.1x) keeps tier 2.
     Rig rig2;
     rig2.call(1, 64, CodeKind::interpreted, 30e6);

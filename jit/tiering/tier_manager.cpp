@@ -110,7 +110,7 @@ void TierManager::group_ran(GroupRuntime& gr, const std::vector<std::int64_t>& p
             t1 = weigh_tier1(gr, st);
             d1 = st.last;
         }
-        if (ran >= profiling::CodeKind::generic && prefer_tier1(gr, st, params, ran, sig)) {
+        if (ran != profiling::CodeKind::interpreted && prefer_tier1(gr, st, params, ran, sig)) {
             d2 = st.last;
             pinned = true;
         } else if (ran == profiling::CodeKind::generic) t2 = weigh_specialization(gr, st, params, sig);
@@ -161,20 +161,52 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     constexpr double kTier1Faster = 1.25;
     constexpr std::uint64_t kTimed = 2;
     constexpr auto b = profiling::index_of(CodeKind::baseline);
-    if (!tunables_.by_time || !sig.kept || sig.time.timed[b] < kTimed || sig.time.timed[profiling::index_of(ran)] < kTimed)
-        return false;
-    const double tier2_ns = sig.time.mean_ns(ran), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
-    if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
+    if (!tunables_.by_time || !sig.kept) return false;
+    const auto trial = std::find(st.tier1_trials.begin(), st.tier1_trials.end(), params);
+    // The tier-2 kind this signature ran: the faster one's time is what tier 1 must beat.
+    const auto sp = profiling::index_of(CodeKind::specialised);
+    const CodeKind t2 = sig.time.timed[sp] >= kTimed ? CodeKind::specialised : CodeKind::generic;
+    const bool t2_timed = sig.time.timed[profiling::index_of(t2)] >= kTimed;
     const std::shared_ptr<const CodeSet> code = gr.code();
-    if (code->tier1_signatures.size() >= limits::tier1_signatures_kept) return false;
+    auto publish_without = [&] {
+        auto next = std::make_shared<CodeSet>(*code);
+        std::erase(next->tier1_signatures, params);
+        gr.publish(std::move(next));
+    };
+    if (ran == CodeKind::baseline) {
+        // A trial's calls on tier 1: decide once two of them are timed.
+        if (trial == st.tier1_trials.end() || sig.time.timed[b] < kTimed || !t2_timed) return false;
+        st.tier1_trials.erase(trial);
+        const double tier2_ns = sig.time.mean_ns(t2), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
+        if (!(tier2_ns > kTier1Faster * tier1_ns)) {
+            publish_without();  // tier 2 is no slower here: back to it
+            return false;
+        }
+        TierUpDecision d{What::tier1_faster, 2, t2 == CodeKind::generic};
+        d.est.now_ns = tier2_ns;
+        d.est.next_ns = tier1_ns;
+        st.last = d;
+        return true;
+    }
+    if (!t2_timed || code->tier1_signatures.size() >= limits::tier1_signatures_kept) return false;
     if (std::none_of(code->versions.begin(), code->versions.end(), [](const CompiledVersion& v) { return v.tier < 2; }))
         return false;
-    for (const auto& s : code->tier1_signatures)
-        if (s == params) return false;  // a call that chose its code before the set changed
+    if (std::find(code->tier1_signatures.begin(), code->tier1_signatures.end(), params) != code->tier1_signatures.end())
+        return false;  // a call that chose its code before the set changed
     auto next = std::make_shared<CodeSet>(*code);
     next->tier1_signatures.push_back(params);
+    if (sig.time.timed[b] < kTimed) {
+        // Tier 1 never timed at this signature: try it (its calls decide, above).
+        if (st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
+        ++st.tier1_trials_started;
+        st.tier1_trials.push_back(params);
+        gr.publish(std::move(next));
+        return false;
+    }
+    const double tier2_ns = sig.time.mean_ns(t2), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
+    if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
     gr.publish(std::move(next));
-    TierUpDecision d{What::tier1_faster, 2, ran == CodeKind::generic};
+    TierUpDecision d{What::tier1_faster, 2, t2 == CodeKind::generic};
     d.est.now_ns = tier2_ns;
     d.est.next_ns = tier1_ns;
     st.last = d;

@@ -110,6 +110,10 @@ struct TierUpState {
         std::vector<std::int64_t> params;
         bool made = false;  // the code was there
     } probe;
+    // Signatures that run tier 1 on trial (CodeSet::tier1_signatures) until their timed
+    // calls say whether tier 1 is clearly faster there than tier 2 (TierManager::prefer_tier1).
+    std::vector<std::vector<std::int64_t>> tier1_trials;
+    std::size_t tier1_trials_started = 0;  // bounded by limits::tier1_signatures_kept
     TierUpDecision last;
     std::atomic<int> specializations{0};  // fully bound versions of this group (read without the lock by stats)
 };
@@ -180,9 +184,12 @@ private:
     bool weigh_specialization(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                               const profiling::SignatureObservation& sig);
     // With the time model on: whether this signature's timed calls show the group's tier-2
-    // code (`ran`) clearly slower (kTier1Faster) than its tier-1 code did at the same
-    // signature before; then the signature runs tier 1 from now on (CodeSet::tier1_signatures,
-    // at most limits::tier1_signatures_kept per group; no tier-2 compile is made for it).
+    // code clearly slower (kTier1Faster) than its tier-1 code at the same signature; then the
+    // signature runs tier 1 from now on (CodeSet::tier1_signatures, at most
+    // limits::tier1_signatures_kept per group; no tier-2 compile is made for it). A signature
+    // timed on tier 2 but never on tier 1 runs tier 1 on trial until two of its tier-1 calls
+    // are timed, then keeps whichever code is faster (at most tier1_signatures_kept trials
+    // per group, so the exploration is bounded).
     bool prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                       profiling::CodeKind ran, const profiling::SignatureObservation& sig);
     // Whether the calls counted reached the threshold, for a compile to code `ratio` times as fast.
