@@ -1,4 +1,5 @@
-// interp_kernels: the interpreter's (tier 0) matmul and conv2d throughput, in GFLOP/s.
+// interp_kernels: the interpreter's (tier 0) matmul and conv2d throughput, in GFLOP/s, and with
+// --tier 1 or 2 that of the same graphs compiled at that tier alone.
 //
 //   usage: interp_kernels [--quick] [--dtype f32|f64]
 //
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -101,24 +103,33 @@ template <class F> Times time_calls(F&& body, int reps, double min_rep_ms) {
 
 int main(int argc, char** argv) {
     bool quick = false;
+    int tier = 0;
     DType dt = DType::f32;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (std::strcmp(argv[i], "--tier") == 0 && i + 1 < argc) tier = std::atoi(argv[++i]);
         else if (std::strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             const std::string d = argv[++i];
             dt = d == "f64" ? DType::f64 : d == "f16" ? DType::f16 : DType::f32;
         } else {
-            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16]\n");
+            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16] [--tier 0|1|2]\n");
             return 2;
         }
     }
     kiln::Options opt = kiln::Options::from_env();
-    opt.jit = false;
+    // --tier 1 or 2: the same graphs compiled at that tier alone (after the first call), to
+    // compare with the interpreter's kernels.
+    opt.jit = tier > 0;
+    opt.tierup = "count";
+    opt.async_compile = false;
+    opt.tier1_threshold = tier == 1 ? 1 : std::int64_t{1} << 40;
+    opt.tier2_threshold = tier == 2 ? 1 : std::int64_t{1} << 40;
     kiln::Engine engine(opt);
+    const std::string impl = tier == 0 ? "kiln_interp" : "kiln_tier" + std::to_string(tier);
     const int threads = kiln_bench::threads_from_env();
     const std::string dname(kiln::dtype_name(dt));
-    std::printf("Kiln %s interpreter kernels, dtype %s, %d thread(s)\n", kiln::version_string(), dname.c_str(),
-                threads);
+    std::printf("Kiln %s %s kernels, dtype %s, %d thread(s)\n", kiln::version_string(),
+                tier == 0 ? "interpreter" : ("tier-" + std::to_string(tier)).c_str(), dname.c_str(), threads);
 
     std::vector<Case> cases;
     cases.push_back(matmul_case(1, 784, 1024, dt));
@@ -135,11 +146,14 @@ int main(int argc, char** argv) {
     std::printf("%-28s %10s %10s %14s %14s\n", "shape", "ms (wall)", "ms (cpu)", "GFLOP/s (wall)", "GFLOP/s (cpu)");
     for (Case& c : cases) {
         kiln::Function f = engine.load(c.graph);
-        f(c.inputs);  // warm-up
+        f(c.inputs);  // warm-up (and, with --tier, the compile)
+        f(c.inputs);
+        if (tier > 0 && f.stats().groups.front().tier != tier)
+            std::printf("# %s: the group is not at tier %d: %s\n", c.name.c_str(), tier, f.stats().groups.front().tierup.c_str());
         const Times t = time_calls([&] { f(c.inputs); }, reps, min_rep_ms);
         const double gf_wall = c.flops / (t.wall_ms * 1e6), gf_cpu = c.flops / (t.cpu_ms * 1e6);
         std::printf("%-28s %10.3f %10.3f %14.2f %14.2f\n", c.name.c_str(), t.wall_ms, t.cpu_ms, gf_wall, gf_cpu);
-        kiln_bench::Result(c.name, "kiln_interp")
+        kiln_bench::Result(c.name, impl)
             .add("dtype", dname)
             .add_int("threads", threads)
             .add("ms", t.wall_ms, 5)

@@ -179,6 +179,40 @@ TEST_CASE("tier 1 conv: every case at static shapes and every GEMM instruction s
     tiers::set_asmjit_vector_bytes(-1);
 }
 
+TEST_CASE("tier 1 conv: depthwise convolutions on the direct row kernels (strides 1 to 3, multipliers, any filter)") {
+    if (test::lacks_tier(1)) return;
+    std::vector<cc::ConvCase> cases;
+    auto add = [&](auto f) {
+        cc::ConvCase c;
+        c.c = 6;
+        c.o = 6;
+        c.groups = 6;
+        c.h = 23;
+        c.w = 37;
+        f(c);
+        cases.push_back(c);
+    };
+    add([](cc::ConvCase& c) { c.pad = {1, 1}; c.epi = 1; });                                   // 3x3, stride 1
+    add([](cc::ConvCase& c) { c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 2; });                // 3x3, stride 2
+    add([](cc::ConvCase& c) { c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.dt = DType::f64; });        // 5x5
+    add([](cc::ConvCase& c) { c.kh = 3; c.kw = 2; c.stride = {3, 3}; c.dil = {2, 1}; });       // stride 3: scalar rows
+    add([](cc::ConvCase& c) { c.o = 12; c.pad = {0, 1}; c.stride = {1, 2}; c.epi = 3; });      // multiplier 2
+    add([](cc::ConvCase& c) { c.h = 40; c.w = 45; c.pad = {1, 1}; c.n = 2; c.bias = false; });  // several pixel blocks
+    for (int bytes : {0, 32, 64}) {
+        CAPTURE(bytes);
+        tiers::set_asmjit_vector_bytes(bytes);
+        for (const cc::ConvCase& c : cases) {
+            CAPTURE(cc::describe(c));
+            Graph g = cc::make_graph(c, {c.n, c.c, c.h, c.w});
+            Function fj = tier1(g), fi = Engine(ref::interp_options()).load(g);
+            const std::vector<Tensor> in = cc::make_inputs(c, 9);
+            for (int i = 0; i < 2; ++i) CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < cc::tol(c));
+            ref::check_tier(fj.stats(), "conv", 1);
+        }
+    }
+    tiers::set_asmjit_vector_bytes(-1);
+}
+
 TEST_CASE("tier 1 conv: symbolic batch and image size, a new shape on every call (seeded)") {
     if (test::lacks_tier(1)) return;
     const std::uint64_t seed = std::random_device{}();

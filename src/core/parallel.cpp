@@ -13,11 +13,14 @@ void parallel_range(std::int64_t n, std::int64_t cost_per_item,
                     const std::function<void(std::int64_t, std::int64_t)>& fn) {
     if (n <= 0) return;
     std::int64_t cost = cost_per_item < 1 ? 1 : cost_per_item;
-    if (n == 1 || n * cost < 2 * kParallelGrain) {
+    const int width = parallel_width();
+    if (n == 1 || width == 1 || n * cost < 2 * kParallelGrain) {
         fn(0, n);
         return;
     }
-    std::int64_t grain = kParallelGrain / cost;
+    // Chunks of at least the grain's work, and no more than about four per thread: a chunk
+    // may have a fixed cost of its own (a GEMM packs its operand once per chunk).
+    std::int64_t grain = std::max<std::int64_t>(kParallelGrain / cost, (n + 4 * width - 1) / (4 * width));
     if (grain < 1) grain = 1;
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, static_cast<std::size_t>(grain)),
                       [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });

@@ -91,7 +91,8 @@ void for_each_row(const Shape& shape, const std::array<const std::vector<std::in
     run_rows<K>(p, 0, p.rows, fn);
 }
 
-// Splits [0, n) into chunks across the current thread arena when n * cost_per_item is large.
+// Splits [0, n) into chunks across the current thread arena when n * cost_per_item is large
+// (at most about four chunks per thread; one call of fn on the whole range with one thread).
 void parallel_range(std::int64_t n, std::int64_t cost_per_item,
                     const std::function<void(std::int64_t, std::int64_t)>& fn);
 

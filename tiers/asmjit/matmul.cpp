@@ -20,12 +20,15 @@ namespace {
 // The extra params of the epilogue kernel, after the kernel's own.
 enum Extra : int { kBatch = 0, kRow0, kRow1, kCol0, kCol1, kExtras };
 
-// Elements of the tile that one chunk of rows and columns computes into (f32: 128 KiB,
-// within L2 beside the packed panels).
-constexpr I64 kTileElems = I64(1) << 15;
+// Elements of the tile that one chunk of rows and columns computes into (f32: 1 MiB): a
+// chunk is as large as one of the GEMM's own cache blocks of columns (nc) and several of
+// rows, so chunking adds no packing the GEMM would not do itself.
+constexpr I64 kTileElems = I64(1) << 20;
 // Columns per chunk of a matmul, and the im2col block a convolution packs at once.
-constexpr I64 kChunkCols = 512;
+constexpr I64 kChunkCols = 4096;
 constexpr I64 kIm2colElems = I64(1) << 18;
+// Filter rows a depthwise convolution takes the direct path for (taller filters: the GEMM).
+constexpr I64 kMaxTaps = 16;
 
 kir::ExprRef substitute(const kir::ExprRef& e, int var, const kir::ExprRef& by) {
     if (!e) return e;
@@ -174,6 +177,9 @@ public:
             // A 1x1 convolution with stride 1 and no padding: B is the input planes as they are.
             dense_b_ = geo_.kh == 1 && geo_.kw == 1 && geo_.sh == 1 && geo_.sw == 1 && geo_.ph == 0 && geo_.pw == 0 &&
                        geo_.oh_is_h(n_);
+            // One input channel per group (depthwise): a direct kernel per output row, as
+            // the interpreter's (src/cpu/gemm.h, DwRowFn), instead of a GEMM of depth kh * kw.
+            depthwise_ = geo_.c == 1 && !dense_b_ && geo_.ow > 0 && geo_.kh <= kMaxTaps;
         } else {
             dense_b_ = true;
         }
@@ -211,8 +217,62 @@ private:
         bool oh_is_h(I64 npix) const { return npix == h * w && ow == w; }
     };
 
+    // C[r0, r1) x [c0, c1) of one batch entry of a depthwise convolution, through the
+    // epilogue: the entry's input plane is copied into a zero-padded plane, and each output
+    // row that the pixels [c0, c1) touch is computed whole by the row kernel.
+    bool depthwise_block(const T* w, const T* plane, I64 r0, I64 r1, I64 c0, I64 c1) {
+        const Geometry& g = geo_;
+        const I64 hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, taps = g.kh * g.kw;
+        const I64 y0 = c0 / g.ow, y1 = (c1 - 1) / g.ow + 1;
+        // The same size on every block, so the thread's scratch (and the padded plane in it,
+        // built once per batch entry) stays where it is.
+        const I64 tile_max = m_ * (p_.col_block > 0 ? std::min(p_.col_block, n_) : n_);
+        const I64 padded_elems = hp * wp + 1;  // one more: the stride-2 kernel reads one past its last tap
+        T* tile = static_cast<T*>(kernel_scratch((tile_max + padded_elems + g.ow) * static_cast<I64>(sizeof(T))));
+        if (tile == nullptr) return false;
+        T* padded = tile + tile_max;
+        T* row = padded + padded_elems;
+        if (padded != padded_ptr_ || plane != padded_plane_) {
+            std::fill_n(padded, padded_elems, T(0));
+            for (I64 y = 0; y < g.h; ++y) std::copy_n(plane + y * g.w, g.w, padded + (y + g.ph) * wp + g.pw);
+            padded_ptr_ = padded;
+            padded_plane_ = plane;
+        }
+        cpu::DwRowFn<T> fn = g.sw <= 2 ? kr_.dw_row[g.sw] : nullptr;
+        if (g.sw <= 2 && g.kh == 3 && g.kw == 3) fn = kr_.dw_row_3x3[g.sw];
+        const T* in_rows[kMaxTaps];
+        const T* w_rows[kMaxTaps];
+        for (I64 r = r0; r < r1; ++r) {
+            const T* wr = w + r * taps;
+            for (I64 i = 0; i < g.kh; ++i) w_rows[i] = wr + i * g.kw;
+            for (I64 y = y0; y < y1; ++y) {
+                for (I64 i = 0; i < g.kh; ++i) in_rows[i] = padded + (y * g.sh + i * g.dh) * wp;
+                std::fill_n(row, g.ow, T(0));
+                if (fn != nullptr) {
+                    fn(g.ow, g.kh, in_rows, w_rows, g.kw, g.dw, row);
+                } else {
+                    for (I64 x = 0; x < g.ow; ++x) {
+                        T acc = 0;
+                        for (I64 i = 0; i < g.kh; ++i)
+                            for (I64 j = 0; j < g.kw; ++j) acc += w_rows[i][j] * in_rows[i][x * g.sw + j * g.dw];
+                        row[x] = acc;
+                    }
+                }
+                // The pixels of this row inside [c0, c1).
+                const I64 p0 = std::max(c0, y * g.ow), p1 = std::min(c1, (y + 1) * g.ow);
+                std::copy(row + (p0 - y * g.ow), row + (p1 - y * g.ow), tile + (r - r0) * (c1 - c0) + (p0 - c0));
+            }
+        }
+        bufs_[p_.nbuf] = tile;
+        I64* x = ext_ + p_.nparams;
+        x[kRow0] = r0, x[kRow1] = r1, x[kCol0] = c0, x[kCol1] = c1;
+        p_.epilogue(bufs_, ext_, 0, 1);
+        return true;
+    }
+
     // C[r0, r1) x [c0, c1) of one batch entry, through the epilogue.
     bool block(const T* a, const T* bsrc, I64 r0, I64 r1, I64 c0, I64 c1) {
+        if (depthwise_) return depthwise_block(a, bsrc, r0, r1, c0, c1);
         const int nr = kr_.nr, mr = kr_.mr;
         // Columns per chunk; a convolution packs its im2col block for a chunk once.
         I64 cc = std::min<I64>(c1 - c0, kChunkCols);
@@ -246,7 +306,9 @@ private:
     const cpu::SimdKernels<T>& kr_;
     I64 m_ = 0, n_ = 0, k_ = 0;
     Geometry geo_{};
-    bool dense_b_ = true;
+    bool dense_b_ = true, depthwise_ = false;
+    const T* padded_ptr_ = nullptr;    // where the padded plane of `padded_plane_` was built
+    const T* padded_plane_ = nullptr;
 };
 
 }  // namespace

@@ -10,7 +10,8 @@
 //   1. computes the chunk of A * B into a tile in the calling thread's kernel scratch
 //      (a convolution's B is its im2col matrix, packed straight from the input image:
 //      src/cpu/im2col.h; a 1x1 convolution with stride 1 and no padding reads the input
-//      planes in place);
+//      planes in place; a depthwise one, one input channel per group, runs the direct row
+//      kernels of src/cpu/gemm.h over a zero-padded copy of its plane instead of a GEMM);
 //   2. runs the epilogue kernel over the chunk: generated from the group's own epilogue
 //      statements (kir::MatmulHint::epilogue), it reads each dot product from the tile, so
 //      the chain is fused and its loop over columns is a vector loop like any tier-1 loop.
