@@ -165,6 +165,25 @@ TEST_CASE("trace file: a writable path is created when the engine starts") {
     std::filesystem::remove(path);
 }
 
+TEST_CASE("trace file: a directory that disappears while the engine runs is logged") {
+    const auto dir = temp_path("kiln_hostile_vanishing_dir");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    LogCapture log;
+    Options o;
+    o.trace_file = (dir / "trace.json").string();
+    {
+        Engine e(o);
+        CHECK(e.stats().trace_write_failures == 0);
+        Function f = e.load(twice_plus_one());
+        f({Tensor::zeros({2, 16})});
+        std::filesystem::remove_all(dir);
+    }  // the trace is completed here: into a file that no longer has a name
+    INFO("log: ", log.text());
+    CHECK(log.text().find(o.trace_file) != std::string::npos);
+    CHECK(log.text().find("removed") != std::string::npos);
+}
+
 TEST_CASE("a Function keeps working after its Engine is destroyed") {
     Options o;
     o.jit = true;
