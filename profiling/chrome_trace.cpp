@@ -3,24 +3,57 @@
 #include "src/support/log.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <filesystem>
 
 namespace kiln::profiling {
 
-ChromeTrace::ChromeTrace(std::string path) : path_(std::move(path)) {}
-
-ChromeTrace::~ChromeTrace() {
-    std::ofstream out(path_, std::ios::trunc);
-    if (!out) {
-        support::log().error("KILN_TRACE={}: cannot write the trace file", path_);
+ChromeTrace::ChromeTrace(std::string path) : path_(std::move(path)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    errno = 0;
+    file_ = std::fopen(path_.c_str(), "w");
+    if (!file_) {
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        support::log().error("KILN_TRACE={}: cannot create the trace file: {}", path_,
+                             errno ? std::strerror(errno) : "unknown error");
         return;
     }
-    out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"kiln\",\"dropped_events\":" << dropped_
-        << "},\"traceEvents\":[\n";
-    for (std::size_t i = 0; i < events_.size(); ++i) out << events_[i] << (i + 1 < events_.size() ? ",\n" : "\n");
-    out << "]}\n";
-    if (!out) support::log().error("KILN_TRACE={}: writing the trace file failed", path_);
+    // The head goes out now, so that a file that cannot be written is reported at start.
+    std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", file_);
+    std::fflush(file_);
+    check("writing the trace file failed");
+}
+
+ChromeTrace::~ChromeTrace() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!file_) return;
+    std::fprintf(file_, "%s],\"otherData\":{\"producer\":\"kiln\",\"dropped_events\":%llu}}\n", written_ ? "\n" : "",
+                 static_cast<unsigned long long>(dropped_));
+    std::fflush(file_);
+    if (!check("completing the trace file failed")) return;
+    // A file whose directory went away was written into nothing.
+    std::error_code ec;
+    if (!std::filesystem::exists(path_, ec)) {
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        support::log().error("KILN_TRACE={}: the trace file was removed while it was written", path_);
+    }
+    if (std::fclose(file_) != 0) {
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        support::log().error("KILN_TRACE={}: closing the trace file failed: {}", path_, std::strerror(errno));
+    }
+    file_ = nullptr;
+}
+
+bool ChromeTrace::check(const char* doing) {
+    if (!std::ferror(file_)) return true;
+    const int err = errno;
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    support::log().error("KILN_TRACE={}: {}: {}; the trace stops here", path_, doing, err ? std::strerror(err) : "unknown error");
+    std::fclose(file_);
+    file_ = nullptr;
+    return false;
 }
 
 std::string ChromeTrace::escape(std::string_view s) {
@@ -49,13 +82,17 @@ std::uint64_t ChromeTrace::thread_id() {
     return id;
 }
 
-void ChromeTrace::add(std::string event) {
+void ChromeTrace::add(const std::string& event) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (events_.size() >= kMaxEvents) {
+    if (!file_) return;
+    if (written_ >= kMaxEvents) {
         ++dropped_;
         return;
     }
-    events_.push_back(std::move(event));
+    std::fputs(written_ ? ",\n" : "", file_);
+    std::fwrite(event.data(), 1, event.size(), file_);
+    ++written_;
+    check("writing the trace file failed");
 }
 
 void ChromeTrace::complete(std::string_view cat, std::string_view name, Clock::time_point t0, Clock::time_point t1,

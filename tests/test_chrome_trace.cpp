@@ -61,12 +61,12 @@ TEST_CASE("trace: the events of a short run match the function's stats") {
         for (int i = 0; i < 6; ++i) f({Tensor::randn({8, 32}, 1)});
         f({Tensor::randn({5, 32}, 2)});  // a batch size the specialisations do not cover
         s = f.stats();
-    }  // the engine and the function are gone: the file is written
+    }  // the engine and the function are gone: the file is complete
     INFO(s.to_json());
     const auto lines = read_lines(path);
     REQUIRE(lines.size() >= 3);
     CHECK(has(lines.front(), "\"traceEvents\":["));
-    CHECK(lines.back() == "]}");
+    CHECK(lines.back() == "],\"otherData\":{\"producer\":\"kiln\",\"dropped_events\":0}}");
     CHECK(count(lines, {"\"cat\":\"call\""}) == s.calls);
     for (int t = 0; t < 3; ++t)
         CHECK(count(lines, {"\"cat\":\"call\"", ("\"tier\":" + std::to_string(t) + "}").c_str()}) == s.calls_by_tier[static_cast<std::size_t>(t)]);

@@ -86,6 +86,9 @@ struct EngineStats {
 };
 
 // A loaded graph. Copies share state; any number of threads may call it at once.
+// A Function may outlive the Engine that loaded it: it shares the engine's tiers, compile
+// queue and caches, which stay alive while it does, so calls, background compiles, warmup and
+// stats go on (and stay right) after the Engine is destroyed.
 class Function {
 public:
     Function() = default;
@@ -109,7 +112,9 @@ public:
     // Returns when no compile for this function is queued or running.
     void wait_for_compiles() const;
     FunctionStats stats() const;
-    // The shapes the outputs would have for these input shapes (throws like a call).
+    // The shapes the outputs would have for these input shapes. Throws kiln::Error for what a
+    // call would reject (count, rank, a negative or static dim that does not fit, symbols that
+    // disagree, a value whose byte size overflows int64); warmup(shape_sets) checks the same.
     std::vector<Shape> output_shapes(const std::vector<Shape>& input_shapes) const;
     const Graph& graph() const;
     bool valid() const { return static_cast<bool>(impl_); }
@@ -120,6 +125,8 @@ private:
     std::shared_ptr<detail::FunctionImpl> impl_;
 };
 
+// Loads graphs. Destroying it leaves the Functions it loaded working (see Function); its
+// stats() and its Options::num_threads bound on kernel threads end with it.
 class Engine {
 public:
     Engine();                               // Options::from_env()

@@ -1,6 +1,17 @@
 #pragma once
 // kiln::Tensor: a strided view over shared storage. Copies share storage, like
 // std::shared_ptr; views (permute, transpose, slice, ...) share it too.
+//
+// Sizes: a tensor's element count, its byte size (dense) or the bytes it spans (a view), and
+// its row-major strides all fit in int64. Factories, wrap and views that would exceed that
+// throw kiln::Error naming the shape (never a wrapped-around size); negative dims throw too.
+//
+// An undefined Tensor (default-constructed) answers the queries: defined() false, numel() 0,
+// rank() 0, shape() and strides() empty, offset() 0, dtype() f32, device() cpu,
+// is_contiguous() true, data() and data_as<T>() null, shares_storage() false,
+// to_string() "Tensor(undefined)" (also operator<<). Every other method (dim, to_doubles,
+// to_vector, item, to, contiguous, clone, astype, the views, reshape, copy_from in either
+// direction) throws kiln::Error saying that the tensor is undefined.
 #include <kiln/dtype.h>
 #include <kiln/error.h>
 
@@ -26,7 +37,8 @@ class Tensor {
 public:
     Tensor();  // undefined: defined() is false
 
-    // Factories. Shapes are in elements; a zero in the shape gives an empty tensor.
+    // Factories. Shapes are in elements; a zero in the shape gives an empty tensor. A shape
+    // whose element count or byte size overflows int64 throws kiln::Error naming it.
     static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
     static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
     static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
@@ -54,7 +66,8 @@ public:
     // runs when the last tensor sharing the memory is gone.
     static Tensor wrap(void* data, const Shape& shape, DType dtype, Device device = Device::cpu(),
                        std::function<void(void*)> deleter = {});
-    // Borrows caller memory with explicit strides (in elements, may be 0 or negative-free).
+    // Borrows caller memory with explicit strides (in elements, >= 0; 0 repeats an element).
+    // The element count and the bytes spanned must fit in int64.
     static Tensor wrap_strided(void* data, const Shape& shape, const std::vector<std::int64_t>& strides,
                                DType dtype, Device device = Device::cpu(),
                                std::function<void(void*)> deleter = {});
@@ -70,7 +83,8 @@ public:
     std::int64_t offset() const { return offset_; }                       // in elements
     bool is_contiguous() const;
     void* data() const;  // address of element [0, 0, ...]
-    template <class T> T* data_as() const {
+    template <class T> T* data_as() const {  // null for an undefined tensor
+        if (!storage_) return nullptr;
         if (dtype_of_v<T> != dtype_) detail::throw_dtype_mismatch("Tensor::data_as", dtype_of_v<T>, dtype_);
         return static_cast<T*>(data());
     }
@@ -95,8 +109,8 @@ public:
     Tensor squeeze(std::int64_t axis) const;
     // A view when the strides allow it, else a copy.
     Tensor reshape(const Shape& shape) const;
-    // Same storage, same elements? (not a value comparison)
-    bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+    // Same storage, same elements? (not a value comparison; false when either is undefined)
+    bool shares_storage(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
     // Copies the values of `src` (same shape; dtype converted) into this tensor's elements.
     void copy_from(const Tensor& src) const;
 
@@ -119,7 +133,7 @@ private:
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Row-major strides of a dense tensor of this shape.
+// Row-major strides of a dense tensor of this shape (kiln::Error when one overflows int64).
 std::vector<std::int64_t> contiguous_strides(const Shape& shape);
 std::string shape_to_string(const Shape& shape);  // "[2,3]"
 

@@ -327,6 +327,7 @@ EngineStats Engine::stats() const {
     e.code_cache_hits = cs.hits;
     e.code_cache_misses = cs.misses;
     e.code_cache_evictions = cs.evictions;
+    if (impl_->resources.trace) e.trace_write_failures = impl_->resources.trace->write_failures();
     if (impl_->resources.disk) {
         const jit::DiskCacheStats ds = impl_->resources.disk->stats();
         e.persistent_cache_hits = ds.hits;

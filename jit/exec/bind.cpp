@@ -1,6 +1,7 @@
 #include "jit/exec/bind.h"
 
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 namespace kiln::jit {
 namespace {
@@ -23,6 +24,14 @@ void bind_shape(const ir::Graph& g, std::size_t i, const Shape& shape, ir::Bindi
     KILN_USER_CHECK(shape.size() == dims.size(), what << ": argument '" << name << "' (input " << i << ") expected rank "
                                                       << dims.size() << " " << n.type.to_string() << ", got rank "
                                                       << shape.size() << " " << shape_to_string(shape));
+    // What a Tensor could not have: a negative dim, more elements than int64 counts.
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        KILN_USER_CHECK(shape[d] >= 0, what << ": argument '" << name << "' (input " << i << ") dim " << d
+                                            << " expected >= 0, got " << shape[d] << " (shape " << shape_to_string(shape)
+                                            << ", expected " << n.type.to_string() << ")");
+    if (!support::bytes_fit(shape, 1))
+        support::checked_numel(shape, what + ": argument '" + name + "' (input " + std::to_string(i) + "), expected " +
+                                          n.type.to_string());
     for (std::size_t d = 0; d < dims.size(); ++d) {
         if (dims[d].is_static()) {
             KILN_USER_CHECK(dims[d].value() == shape[d], what << ": argument '" << name << "' dim " << d << " expected "

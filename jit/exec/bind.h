@@ -13,7 +13,8 @@ namespace kiln::jit {
 // Checks the count, dtype and device of each input (not the shapes).
 // `what` names the call for messages ("call of 'mlp'").
 void check_inputs(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& what);
-// Checks ranks and static dims and binds the symbolic dims.
+// Checks ranks, dims (>= 0, an element count that fits in int64) and static dims, and binds
+// the symbolic dims.
 void bind_shapes(const ir::Graph& g, const std::vector<Shape>& shapes, ir::Bindings& b, const std::string& what);
 
 }  // namespace kiln::jit

@@ -2,6 +2,7 @@
 
 #include "src/core/allocator.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <numeric>
@@ -13,7 +14,11 @@ std::size_t assign_offsets(std::span<const LiveBuffer> buffers, std::vector<std:
     offsets.assign(n, 0);
     std::vector<std::size_t> order(n);
     std::iota(order.begin(), order.end(), std::size_t{0});
-    auto size_of = [&](std::size_t i) { return (buffers[i].bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
+    // Sizes, offsets and the arena's size stay within int64 (MemoryPlan::offset is one).
+    std::vector<std::size_t> sizes(n);
+    for (std::size_t i = 0; i < n; ++i)
+        sizes[i] = support::checked_round_up(buffers[i].bytes, kArenaAlign, "plan_memory: a buffer");
+    auto size_of = [&](std::size_t i) { return sizes[i]; };
     // Largest first; among equals, the earliest defined (deterministic).
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         if (size_of(a) != size_of(b)) return size_of(a) > size_of(b);
@@ -37,10 +42,10 @@ std::size_t assign_offsets(std::span<const LiveBuffer> buffers, std::vector<std:
                 best = end;
                 best_gap = offsets[j] - end;
             }
-            end = std::max(end, offsets[j] + size_of(j));
+            end = std::max(end, offsets[j] + size_of(j));  // placed: within the bound
         }
         offsets[i] = best != SIZE_MAX ? best : end;
-        arena = std::max(arena, offsets[i] + size);
+        arena = std::max(arena, support::checked_add_bytes(offsets[i], size, "plan_memory: the arena"));
         placed.push_back(i);
     }
     return arena;
@@ -93,8 +98,8 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         for (auto o : partition.groups[gi].outputs) {
             const std::size_t v = u(o);
             if (is_output[v] || escapes[root[v]]) continue;
-            std::size_t bytes = dtype_size(g.nodes[v].type.dtype);
-            for (auto d : shapes[v]) bytes *= static_cast<std::size_t>(d);
+            const auto bytes =
+                static_cast<std::size_t>(support::checked_bytes(shapes[v], dtype_size(g.nodes[v].type.dtype), "plan_memory"));
             if (bytes == 0) continue;
             const auto first = static_cast<std::int32_t>(gi);
             buffers.push_back({bytes, first, std::max(first, set_last[root[v]])});
@@ -109,7 +114,8 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
     for (std::size_t i = 0; i < values.size(); ++i) {
         mp.offset[values[i]] = static_cast<std::int64_t>(offsets[i]);
         mp.live[values[i]] = buffers[i];
-        mp.placed_bytes += (buffers[i].bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+        mp.placed_bytes = support::checked_add_bytes(
+            mp.placed_bytes, support::checked_round_up(buffers[i].bytes, kArenaAlign, "plan_memory"), "plan_memory");
     }
     mp.placed = values.size();
     return mp;
@@ -132,7 +138,7 @@ BlockHeader* header(void* block) { return static_cast<BlockHeader*>(block); }
 
 void* new_block(std::size_t bytes) {
     std::size_t capacity = 0;
-    void* p = core::host_alloc(std::max(bytes + kHeader, kMinBlock), &capacity);
+    void* p = core::host_alloc(std::max(support::checked_add_bytes(bytes, kHeader, "ArenaPool"), kMinBlock), &capacity);
     auto* h = header(p);
     h->capacity = capacity;
     h->usable = capacity - kHeader;

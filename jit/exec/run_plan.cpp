@@ -5,9 +5,11 @@
 #include "src/core/storage.h"
 #include "src/core/strided.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <new>
 
 namespace kiln::jit {
@@ -260,11 +262,12 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
     a.params = s_.params.data();
     a.extent = kir::eval_index(k.extent, a.params);
     if (a.extent <= 0) return;
-    std::int64_t work = 1;
-    for (auto d : sp_.shapes[static_cast<std::size_t>(g.outputs[0])]) work *= d;
+    const std::int64_t work = support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups");
     a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
-    // A matmul kernel does K multiply-adds per output element.
-    if (k.matmul) a.work_per_outer *= std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params));
+    // A matmul kernel does K multiply-adds per output element (an estimate: it saturates).
+    if (k.matmul && !support::mul_fits(a.work_per_outer, std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params)),
+                                       &a.work_per_outer))
+        a.work_per_outer = std::numeric_limits<std::int64_t>::max();
     a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
     v.code->launch(a);
 }

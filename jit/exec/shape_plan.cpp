@@ -3,6 +3,7 @@
 #include "jit/exec/bind.h"
 #include "src/ir/shape_infer.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 
 namespace kiln::jit {
@@ -28,19 +29,28 @@ std::unique_ptr<ShapePlan> make_shape_plan(const Executable& plan, const std::ve
             for (auto in : node.inputs) in_types.push_back(&types[static_cast<std::size_t>(in)]);
             const ir::Node* eff = &node;
             if (node.op == ir::Op::reshape || node.op == ir::Op::broadcast_to) {
-                std::int64_t numel = 1;
-                for (auto d : sp->shapes[static_cast<std::size_t>(node.inputs[0])]) numel *= d;
+                const std::int64_t numel =
+                    support::checked_numel(sp->shapes[static_cast<std::size_t>(node.inputs[0])], what);
                 Shape target = ir::concrete_target(node, sp->bindings, numel);
                 sp->nodes[id] = std::make_unique<ir::Node>(node);
                 sp->nodes[id]->attrs.set("shape", std::vector<Dim>(target.begin(), target.end()));
                 eff = sp->nodes[id].get();
             }
-            Shape shape = ir::infer_type(node.op, in_types, eff->attrs, nullptr).static_shape();
+            Shape shape;
+            try {
+                shape = ir::infer_type(node.op, in_types, eff->attrs, nullptr).static_shape();
+            } catch (const Error& e) {  // say which call and node
+                KILN_USER_ERROR(what << ": %" << id << ": " << e.what());
+            }
             std::string why;
             KILN_USER_CHECK(sp->bindings.unify(node.type.dims, shape, &why),
                             what << ": %" << id << " = " << ir::op_name(node.op) << " gives shape " << shape_to_string(shape)
                                  << " at run time, which does not fit its traced type " << node.type.to_string() << ": "
                                  << why);
+            // Every value a call computes has a byte size that fits in int64.
+            if (!support::bytes_fit(shape, dtype_size(node.type.dtype)))
+                support::checked_bytes(shape, dtype_size(node.type.dtype),
+                                       what + ": %" + std::to_string(id) + " = " + std::string(ir::op_name(node.op)));
             sp->shapes[id] = std::move(shape);
         }
         types[id] = ir::static_type(node.type.dtype, sp->shapes[id]);

@@ -37,7 +37,8 @@ struct ShapePlan {
 };
 
 // Checks the shapes against the graph (kiln::Error naming the argument, expected and
-// actual) and infers every node's shape (kiln::Error when symbolic dims disagree).
+// actual) and infers every node's shape (kiln::Error when symbolic dims disagree, or when a
+// value the call computes would have a byte size that overflows int64: it names the node).
 std::unique_ptr<ShapePlan> make_shape_plan(const Executable& exe, const std::vector<Shape>& input_shapes,
                                            const std::string& what);
 

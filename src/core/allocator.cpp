@@ -1,5 +1,7 @@
 #include "src/core/allocator.h"
 
+#include "src/support/checked.h"
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -33,19 +35,19 @@ void raw_free(void* p, std::size_t capacity) {
     else ::operator delete(p);
 }
 
-// Large sizes are rounded up to 64 KiB so that nearby sizes share blocks.
+// Large sizes are rounded up to 64 KiB so that nearby sizes share blocks. A size past the
+// largest int64 is a kiln::Error (never rounded around to a small block).
 std::size_t round_capacity(std::size_t bytes) {
     if (bytes < kAligned) return std::max<std::size_t>(bytes, 1);
     if (bytes < kLargeBlock) return (bytes + 63) / 64 * 64;
-    constexpr std::size_t g = std::size_t{64} << 10;
-    return (bytes + g - 1) / g * g;
+    return support::checked_round_up(bytes, std::size_t{64} << 10, "host_alloc");
 }
 
 }  // namespace
 
 void* host_alloc(std::size_t bytes, std::size_t* capacity) {
-    g_alloc_count.fetch_add(1, std::memory_order_relaxed);
     std::size_t cap = round_capacity(bytes);
+    g_alloc_count.fetch_add(1, std::memory_order_relaxed);
     if (cap >= kLargeBlock) {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);

@@ -13,7 +13,8 @@ inline constexpr std::size_t kLargeBlock = std::size_t{1} << 20;
 inline constexpr std::size_t kMaxCachedBytes = std::size_t{512} << 20;
 inline constexpr std::size_t kMaxCachedBlocks = 32;
 
-// Returns a block of at least `bytes` (64-byte aligned when bytes >= 1 KiB). `*capacity`
+// Returns a block of at least `bytes` (64-byte aligned when bytes >= 1 KiB); kiln::Error when
+// `bytes` is past the largest int64, std::bad_alloc when memory runs out. `*capacity`
 // receives the size to pass back to release().
 void* host_alloc(std::size_t bytes, std::size_t* capacity);
 void host_free(void* p, std::size_t capacity);

@@ -5,6 +5,7 @@
 #include "src/core/storage.h"
 #include "src/core/strided.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,20 +42,15 @@ Storage::~Storage() {
 }  // namespace detail
 
 namespace {
-void check_shape(const Shape& shape, const char* what) {
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        KILN_USER_CHECK(shape[i] >= 0, what << ": shape " << shape_to_string(shape) << " has a negative dim "
-                                            << shape[i] << " at axis " << i);
+// Methods that read or view a tensor's values need one.
+void require_defined(const Tensor& t, const char* what) {
+    KILN_USER_CHECK(t.defined(), what << ": the tensor is undefined (default-constructed); make one with a factory "
+                                         "such as Tensor::zeros");
 }
 std::int64_t norm_axis(std::int64_t axis, std::int64_t rank, const char* what) {
     KILN_USER_CHECK(axis >= -rank && axis < rank,
                     what << ": axis " << axis << " is out of range for rank " << rank);
     return axis < 0 ? axis + rank : axis;
-}
-std::int64_t product(const Shape& s) {
-    std::int64_t n = 1;
-    for (auto d : s) n *= d;
-    return n;
 }
 std::uint64_t splitmix(std::uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;
@@ -70,13 +66,7 @@ double uniform(std::uint64_t seed, std::uint64_t i) {
 }  // namespace
 
 std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
-    std::vector<std::int64_t> s(shape.size());
-    std::int64_t acc = 1;
-    for (std::size_t i = shape.size(); i-- > 0;) {
-        s[i] = acc;
-        acc *= std::max<std::int64_t>(shape[i], 1);
-    }
-    return s;
+    return support::checked_strides(shape, "contiguous_strides");
 }
 
 std::string shape_to_string(const Shape& shape) {
@@ -92,31 +82,40 @@ Tensor::Tensor(std::shared_ptr<detail::Storage> storage, Shape shape, std::vecto
     : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
       dtype_(dtype) {}
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-    check_shape(shape, "Tensor::empty");
-    std::size_t bytes = static_cast<std::size_t>(product(shape)) * dtype_size(dtype);
-    return Tensor(detail::allocate(bytes, device), shape, contiguous_strides(shape), 0, dtype);
+namespace {
+// A new dense tensor, its shape checked; `what` names the caller for messages.
+Tensor dense(const Shape& shape, DType dtype, Device device, const char* what) {
+    const auto bytes = static_cast<std::size_t>(support::checked_bytes(shape, dtype_size(dtype), what));
+    std::vector<std::int64_t> strides = support::checked_strides(shape, what);
+    return Tensor(detail::allocate(bytes, device), shape, std::move(strides), 0, dtype);
 }
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-    Tensor t = empty(shape, dtype, device);
-    std::memset(t.data(), 0, t.storage_->bytes);
-    return t;
-}
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-    Tensor t = empty(shape, dtype, device);
-    core::dispatch(dtype, [&](auto tag) {
+Tensor filled(Tensor t, double value) {
+    core::dispatch(t.dtype(), [&](auto tag) {
         using T = decltype(tag);
         T v = core::convert<T>(value);
         std::fill_n(static_cast<T*>(t.data()), t.numel(), v);
     });
     return t;
 }
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return dense(shape, dtype, device, "Tensor::empty"); }
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+    Tensor t = dense(shape, dtype, device, "Tensor::zeros");
+    std::memset(t.data(), 0, t.storage_->bytes);
+    return t;
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+    return filled(dense(shape, dtype, device, "Tensor::ones"), 1.0);
+}
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+    return filled(dense(shape, dtype, device, "Tensor::full"), value);
+}
 Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype) {
-    Tensor t = empty(shape, dtype);
+    Tensor t = dense(shape, dtype, Device::cpu(), "Tensor::randn");
     char* p = static_cast<char*>(t.data());
     std::size_t es = dtype_size(dtype);
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) {
         double u1 = uniform(seed, 2 * static_cast<std::uint64_t>(i));
         double u2 = uniform(seed, 2 * static_cast<std::uint64_t>(i) + 1);
         double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
@@ -126,10 +125,10 @@ Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype) {
 }
 Tensor Tensor::rand(const Shape& shape, std::uint64_t seed, DType dtype, double lo, double hi) {
     KILN_USER_CHECK(hi > lo, "Tensor::rand: expected lo < hi, got lo=" << lo << " hi=" << hi);
-    Tensor t = empty(shape, dtype);
+    Tensor t = dense(shape, dtype, Device::cpu(), "Tensor::rand");
     char* p = static_cast<char*>(t.data());
     std::size_t es = dtype_size(dtype);
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) {
         double u = uniform(seed, static_cast<std::uint64_t>(i));
         double v = lo + (hi - lo) * u;
         if (!is_floating(dtype)) v = std::floor(v);
@@ -138,37 +137,39 @@ Tensor Tensor::rand(const Shape& shape, std::uint64_t seed, DType dtype, double 
     return t;
 }
 Tensor Tensor::from_bytes(const void* data, std::size_t count, DType dtype, const Shape& shape) {
-    check_shape(shape, "Tensor::from");
-    KILN_USER_CHECK(static_cast<std::int64_t>(count) == product(shape),
-                    "Tensor::from: shape " << shape_to_string(shape) << " needs " << product(shape)
-                                           << " values, got " << count);
-    Tensor t = empty(shape, dtype);
+    const std::int64_t n = support::checked_numel(shape, "Tensor::from");
+    KILN_USER_CHECK(static_cast<std::int64_t>(count) == n,
+                    "Tensor::from: shape " << shape_to_string(shape) << " needs " << n << " values, got " << count);
+    Tensor t = dense(shape, dtype, Device::cpu(), "Tensor::from");
     if (count) std::memcpy(t.data(), data, count * dtype_size(dtype));
     return t;
 }
 Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, std::function<void(void*)> deleter) {
-    return wrap_strided(data, shape, contiguous_strides(shape), dtype, device, std::move(deleter));
+    return wrap_strided(data, shape, support::checked_strides(shape, "Tensor::wrap"), dtype, device, std::move(deleter));
 }
 Tensor Tensor::wrap_strided(void* data, const Shape& shape, const std::vector<std::int64_t>& strides, DType dtype,
                             Device device, std::function<void(void*)> deleter) {
-    check_shape(shape, "Tensor::wrap");
+    const std::int64_t n = support::checked_numel(shape, "Tensor::wrap");
     KILN_USER_CHECK(strides.size() == shape.size(), "Tensor::wrap: expected " << shape.size()
                                                         << " strides for shape " << shape_to_string(shape)
                                                         << ", got " << strides.size());
     for (auto s : strides) KILN_USER_CHECK(s >= 0, "Tensor::wrap: negative stride " << s << " is not supported");
-    KILN_USER_CHECK(data != nullptr || product(shape) == 0, "Tensor::wrap: data is null");
+    KILN_USER_CHECK(data != nullptr || n == 0, "Tensor::wrap: data is null");
+    const std::int64_t bytes = support::checked_span_bytes(shape, strides, dtype_size(dtype), "Tensor::wrap");
     auto s = std::make_shared<detail::Storage>();
     s->ptr = data;
-    std::int64_t extent = 0;
-    for (std::size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * strides[i];
-    s->bytes = product(shape) == 0 ? 0 : static_cast<std::size_t>(extent + 1) * dtype_size(dtype);
+    s->bytes = static_cast<std::size_t>(bytes);
     s->device = device;
     s->deleter = std::move(deleter);
     return Tensor(std::move(s), shape, strides, 0, dtype);
 }
 
-std::int64_t Tensor::dim(std::int64_t i) const { return shape_[norm_axis(i, rank(), "Tensor::dim")]; }
-std::int64_t Tensor::numel() const { return product(shape_); }
+std::int64_t Tensor::dim(std::int64_t i) const {
+    require_defined(*this, "Tensor::dim");
+    return shape_[norm_axis(i, rank(), "Tensor::dim")];
+}
+// Every tensor's element count fits in int64 (the factories and views check it).
+std::int64_t Tensor::numel() const { return storage_ ? support::checked_numel(shape_, "Tensor::numel") : 0; }
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 bool Tensor::is_contiguous() const {
     std::int64_t expected = 1;
@@ -186,6 +187,8 @@ void* Tensor::data() const {
 }
 
 void Tensor::copy_from(const Tensor& src) const {
+    require_defined(*this, "Tensor::copy_from (into)");
+    require_defined(src, "Tensor::copy_from (from)");
     KILN_USER_CHECK(src.shape_ == shape_, "Tensor::copy_from: expected shape " << shape_to_string(shape_)
                                                                                << ", got " << shape_to_string(src.shape_));
     KILN_USER_CHECK(device().kind == Device::Kind::cpu && src.device().kind == Device::Kind::cpu,
@@ -216,26 +219,32 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 Tensor Tensor::contiguous() const {
+    require_defined(*this, "Tensor::contiguous");
     if (is_contiguous()) return *this;
     return clone();
 }
 Tensor Tensor::clone() const {
-    Tensor t = empty(shape_, dtype_, device());
+    require_defined(*this, "Tensor::clone");
+    Tensor t = dense(shape_, dtype_, device(), "Tensor::clone");
     t.copy_from(*this);
     return t;
 }
 Tensor Tensor::astype(DType dtype) const {
-    Tensor t = empty(shape_, dtype, device());
+    require_defined(*this, "Tensor::astype");
+    Tensor t = dense(shape_, dtype, device(), "Tensor::astype");
     t.copy_from(*this);
     return t;
 }
 Tensor Tensor::to(Device device) const {
+    require_defined(*this, "Tensor::to");
     KILN_USER_CHECK(device.kind == Device::Kind::cpu,
                     "Tensor::to: device " << device.to_string() << " is not available in this build (cpu only)");
     return *this;
 }
 
 std::vector<double> Tensor::to_doubles() const {
+    require_defined(*this, "Tensor::to_doubles");
+    support::checked_bytes(shape_, sizeof(double), "Tensor::to_doubles");
     std::vector<double> out(static_cast<std::size_t>(numel()));
     if (out.empty()) return out;
     Tensor dst = wrap(out.data(), shape_, DType::f64);
@@ -243,6 +252,7 @@ std::vector<double> Tensor::to_doubles() const {
     return out;
 }
 double Tensor::item(const std::vector<std::int64_t>& index) const {
+    require_defined(*this, "Tensor::item");
     KILN_USER_CHECK(static_cast<std::int64_t>(index.size()) == rank(),
                     "Tensor::item: expected " << rank() << " indices, got " << index.size());
     std::int64_t off = 0;
@@ -256,6 +266,7 @@ double Tensor::item(const std::vector<std::int64_t>& index) const {
 }
 
 Tensor Tensor::permute(const std::vector<std::int64_t>& perm) const {
+    require_defined(*this, "Tensor::permute");
     KILN_USER_CHECK(static_cast<std::int64_t>(perm.size()) == rank(),
                     "Tensor::permute: expected " << rank() << " axes, got " << perm.size());
     Shape s(perm.size());
@@ -271,12 +282,14 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& perm) const {
     return Tensor(storage_, s, st, offset_, dtype_);
 }
 Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
+    require_defined(*this, "Tensor::transpose");
     std::vector<std::int64_t> perm(shape_.size());
     for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
     std::swap(perm[norm_axis(a, rank(), "Tensor::transpose")], perm[norm_axis(b, rank(), "Tensor::transpose")]);
     return permute(perm);
 }
 Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) const {
+    require_defined(*this, "Tensor::slice");
     axis = norm_axis(axis, rank(), "Tensor::slice");
     KILN_USER_CHECK(step >= 1, "Tensor::slice: expected step >= 1, got " << step);
     std::int64_t n = shape_[axis];
@@ -286,10 +299,13 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, st
     Shape s = shape_;
     std::vector<std::int64_t> st = strides_;
     s[axis] = len;
-    st[axis] = strides_[axis] * step;
+    // With two or more elements, step < n, so the new stride stays inside the storage.
+    if (len > 1) st[axis] = support::checked_mul(strides_[axis], step, "Tensor::slice: the stride");
     return Tensor(storage_, s, st, offset_ + (len ? b * strides_[axis] : 0), dtype_);
 }
 Tensor Tensor::broadcast_to(const Shape& shape) const {
+    require_defined(*this, "Tensor::broadcast_to");
+    support::checked_numel(shape, "Tensor::broadcast_to");
     KILN_USER_CHECK(shape.size() >= shape_.size(), "Tensor::broadcast_to: cannot broadcast " << shape_to_string(shape_)
                                                                                              << " to " << shape_to_string(shape));
     std::size_t lead = shape.size() - shape_.size();
@@ -303,6 +319,7 @@ Tensor Tensor::broadcast_to(const Shape& shape) const {
     return Tensor(storage_, shape, st, offset_, dtype_);
 }
 Tensor Tensor::unsqueeze(std::int64_t axis) const {
+    require_defined(*this, "Tensor::unsqueeze");
     axis = norm_axis(axis, rank() + 1, "Tensor::unsqueeze");
     Shape s = shape_;
     std::vector<std::int64_t> st = strides_;
@@ -311,6 +328,7 @@ Tensor Tensor::unsqueeze(std::int64_t axis) const {
     return Tensor(storage_, s, st, offset_, dtype_);
 }
 Tensor Tensor::squeeze(std::int64_t axis) const {
+    require_defined(*this, "Tensor::squeeze");
     axis = norm_axis(axis, rank(), "Tensor::squeeze");
     KILN_USER_CHECK(shape_[axis] == 1, "Tensor::squeeze: axis " << axis << " has size " << shape_[axis] << ", expected 1");
     Shape s = shape_;
@@ -320,18 +338,20 @@ Tensor Tensor::squeeze(std::int64_t axis) const {
     return Tensor(storage_, s, st, offset_, dtype_);
 }
 Tensor Tensor::reshape(const Shape& shape) const {
-    check_shape(shape, "Tensor::reshape");
-    KILN_USER_CHECK(product(shape) == numel(), "Tensor::reshape: cannot reshape " << shape_to_string(shape_) << " ("
-                                                   << numel() << " elements) to " << shape_to_string(shape));
-    if (is_contiguous()) return Tensor(storage_, shape, contiguous_strides(shape), offset_, dtype_);
+    require_defined(*this, "Tensor::reshape");
+    KILN_USER_CHECK(support::checked_numel(shape, "Tensor::reshape") == numel(),
+                    "Tensor::reshape: cannot reshape " << shape_to_string(shape_) << " (" << numel() << " elements) to "
+                                                       << shape_to_string(shape));
+    std::vector<std::int64_t> strides = support::checked_strides(shape, "Tensor::reshape");
+    if (is_contiguous()) return Tensor(storage_, shape, std::move(strides), offset_, dtype_);
     Tensor c = clone();
-    return Tensor(c.storage_, shape, contiguous_strides(shape), 0, dtype_);
+    return Tensor(c.storage_, shape, std::move(strides), 0, dtype_);
 }
 
 std::string Tensor::to_string(std::int64_t max_elements) const {
+    if (!defined()) return "Tensor(undefined)";
     std::ostringstream os;
     os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_);
-    if (!defined()) return "Tensor(undefined)";
     std::vector<double> v = to_doubles();
     os << ", [";
     for (std::int64_t i = 0; i < std::min<std::int64_t>(numel(), max_elements); ++i) os << (i ? ", " : "") << v[i];

@@ -1,8 +1,17 @@
 #include "src/ir/bindings.h"
 
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 namespace kiln::ir {
+namespace {
+// a * b, the values of dims in `dims`; kiln::Error naming them on overflow.
+template <class Dims> std::int64_t mul(std::int64_t a, std::int64_t b, const Dims& dims) {
+    std::int64_t r = 0;
+    if (!support::mul_fits(a, b, &r)) KILN_USER_ERROR("dims " << dims << ": " << a << " * " << b << " overflows int64");
+    return r;
+}
+}  // namespace
 
 std::optional<std::int64_t> Bindings::get(const std::string& symbol) const {
     for (const auto& [n, v] : items_)
@@ -24,7 +33,7 @@ std::optional<std::int64_t> Bindings::eval(const Dim& d) const {
     for (const auto& s : d.symbols()) {
         auto b = get(s);
         if (!b) return std::nullopt;
-        v *= *b;
+        v = mul(v, *b, d);
     }
     return v;
 }
@@ -46,7 +55,7 @@ bool Bindings::unify(const std::vector<Dim>& dims, const Shape& shape, std::stri
             const std::string* unbound = nullptr;
             int n_unbound = 0;
             for (const auto& s : d.symbols()) {
-                if (auto b = get(s)) known *= *b;
+                if (auto b = get(s)) known = mul(known, *b, d);
                 else {
                     unbound = &s;
                     ++n_unbound;
@@ -75,7 +84,7 @@ Shape concrete_target(const Node& node, Bindings& b, std::int64_t numel) {
     for (std::size_t i = 0; i < dims.size(); ++i) {
         if (auto v = b.eval(dims[i])) {
             out[i] = *v;
-            known *= *v;
+            known = mul(known, *v, dims_to_string(dims));
             continue;
         }
         KILN_USER_CHECK(node.op == Op::reshape && unknown < 0,

@@ -1,6 +1,7 @@
 #include <kiln/dim.h>
 
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <cctype>
@@ -26,7 +27,7 @@ std::int64_t Dim::value() const {
 
 Dim operator*(const Dim& a, const Dim& b) {
     std::int64_t c = 0;
-    KILN_USER_CHECK(!__builtin_mul_overflow(a.coeff_, b.coeff_, &c),
+    KILN_USER_CHECK(support::mul_fits(a.coeff_, b.coeff_, &c),
                     "dim product " << a.to_string() << " * " << b.to_string() << " overflows int64");
     Dim r(c);
     if (r.coeff_ == 0) return r;

@@ -2,6 +2,7 @@
 
 #include "src/ir/verifier.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <cctype>
@@ -342,21 +343,15 @@ private:
     Tensor make_constant(const Token& data, const TensorType& type, Pos type_pos) const {
         if (!type.is_static()) fail_at(type_pos, "a constant's type must be static, got " + type.to_string());
         Shape shape = type.static_shape();
-        std::size_t bytes = dtype_size(type.dtype);
-        bool overflow = false;
         for (std::int64_t d : shape)
             if (d < 0) fail_at(type_pos, "a constant's dims must be >= 0, got " + type.to_string());
-        if (std::find(shape.begin(), shape.end(), 0) != shape.end()) bytes = 0;
-        for (std::int64_t d : shape) {
-            auto ud = static_cast<std::size_t>(d);
-            if (bytes == 0 || overflow) break;
-            if (ud > std::numeric_limits<std::size_t>::max() / bytes) overflow = true;
-            else bytes *= ud;
-        }
+        const bool overflow = !support::bytes_fit(shape, dtype_size(type.dtype));
+        const std::size_t bytes =
+            overflow ? 0 : static_cast<std::size_t>(support::checked_bytes(shape, dtype_size(type.dtype), "constant"));
         if (data.text.size() % 2 != 0) fail_at(data.pos, "constant data has an odd number of hex digits");
         if (overflow || bytes != data.text.size() / 2)
             fail_at(data.pos, "constant data has " + std::to_string(data.text.size() / 2) + " bytes, but " +
-                                  type.to_string() + " needs " + (overflow ? "more than 2^64" : std::to_string(bytes)));
+                                  type.to_string() + " needs " + (overflow ? "more than 2^63-1" : std::to_string(bytes)));
         Tensor t = Tensor::empty(shape, type.dtype);
         auto* p = static_cast<unsigned char*>(t.data());
         auto nibble = [](char h) {

@@ -1,6 +1,7 @@
 #include "src/ir/shape_infer.h"
 
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <sstream>
@@ -408,20 +409,8 @@ TensorType infer_pad(const Ctx& c) {
     return out;
 }
 
-}  // namespace
-
-Dim dims_product(const std::vector<Dim>& dims) {
-    Dim p(1);
-    for (const Dim& d : dims) p = p * d;
-    return p;
-}
-
-TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs, SymbolGen* fresh) {
-    Ctx c{op, inputs, attrs, fresh};
-    int n = static_cast<int>(inputs.size());
-    c.require(n >= op_min_inputs(op) && (op_max_inputs(op) < 0 || n <= op_max_inputs(op)),
-              "wrong number of operands: " + std::to_string(n));
-    switch (op_kind(op)) {
+TensorType infer(const Ctx& c) {
+    switch (op_kind(c.op)) {
     case OpKind::Source: KILN_UNREACHABLE("source ops have no inferred type");
     case OpKind::Unary: return infer_unary(c);
     case OpKind::Binary:
@@ -430,7 +419,7 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
     case OpKind::Reduce: return infer_reduce(c);
     case OpKind::Other: break;
     }
-    switch (op) {
+    switch (c.op) {
     case Op::softmax: case Op::log_softmax: case Op::layer_norm: case Op::rms_norm: case Op::batch_norm:
         return infer_norm(c);
     case Op::matmul: return infer_matmul(c);
@@ -445,8 +434,37 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
     case Op::concat: return infer_concat(c);
     case Op::gather: return infer_gather(c);
     case Op::pad: return infer_pad(c);
-    default: KILN_UNREACHABLE("no shape rule for " << op_name(op));
+    default: KILN_UNREACHABLE("no shape rule for " << op_name(c.op));
     }
+}
+
+// The result's static part (static dims, and the coefficients of symbolic ones) must have a
+// byte size that fits in int64: a larger result can never be computed.
+void check_size(const Ctx& c, const TensorType& t) {
+    Shape known;
+    known.reserve(t.dims.size());
+    for (const Dim& d : t.dims) known.push_back(d.coeff());
+    if (!support::bytes_fit(known, dtype_size(t.dtype)))
+        support::checked_bytes(known, dtype_size(t.dtype),
+                               std::string(op_name(c.op)) + " gives " + t.to_string() + " (operands: " + c.operands() + ")");
+}
+
+}  // namespace
+
+Dim dims_product(const std::vector<Dim>& dims) {
+    Dim p(1);
+    for (const Dim& d : dims) p = p * d;
+    return p;
+}
+
+TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs, SymbolGen* fresh) {
+    Ctx c{op, inputs, attrs, fresh};
+    int n = static_cast<int>(inputs.size());
+    c.require(n >= op_min_inputs(op) && (op_max_inputs(op) < 0 || n <= op_max_inputs(op)),
+              "wrong number of operands: " + std::to_string(n));
+    TensorType t = infer(c);
+    check_size(c, t);
+    return t;
 }
 
 }  // namespace kiln::ir

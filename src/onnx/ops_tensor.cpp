@@ -1,6 +1,7 @@
 // Constants and tensor-valued helpers: Constant, ConstantOfShape, Shape, Size, Range,
 // EyeLike, Cast, CastLike, Gather, Dropout (inference), Hardmax.
 #include "src/onnx/registry.h"
+#include "src/support/checked.h"
 
 #include <algorithm>
 #include <cmath>
@@ -65,9 +66,7 @@ void shape_op(NodeCtx& c) {
 }
 
 void size_op(NodeCtx& c) {
-    Shape s = static_dims(c, c.in(0), "Size");
-    std::int64_t n = 1;
-    for (auto d : s) n *= d;
+    const std::int64_t n = support::checked_numel(static_dims(c, c.in(0), "Size"), "Size");
     c.set_out(0, Var(Tensor::full({}, static_cast<double>(n), DType::i64)));
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -13,6 +14,8 @@
 namespace kiln::onnx_import {
 
 std::string read_file(const std::string& path, const char* what) {
+    std::error_code ec;
+    KILN_USER_CHECK(!std::filesystem::is_directory(path, ec), what << ": '" << path << "' is a directory, not a file");
     std::ifstream in(path, std::ios::binary);
     KILN_USER_CHECK(in.good(), what << ": cannot open '" << path << "'");
     std::ostringstream ss;

@@ -2,6 +2,7 @@
 
 #include "src/ir/verifier.h"
 #include "src/support/check.h"
+#include "src/support/checked.h"
 
 #include <set>
 
@@ -30,6 +31,15 @@ Var Tracer::add_input(const ArgSpec& spec) {
                             "arg '" << spec.name << "': a dim must be an integer or dyn(\"name\") (names may not start "
                                     << "with '_'), got " << d.to_string());
     }
+    // The static dims (and a symbolic dim's coefficient) alone must give a size that fits.
+    Shape known;
+    bool all_static = true;
+    for (const Dim& d : spec.dims) {
+        known.push_back(d.coeff());
+        all_static = all_static && d.is_static();
+    }
+    support::checked_bytes(known, dtype_size(spec.dtype),
+                           "arg '" + spec.name + "'" + (all_static ? "" : " " + dims_to_string(spec.dims) + " (its static dims)"));
     ir::Node n;
     n.op = ir::Op::input;
     n.attrs.set("name", spec.name);
