@@ -301,9 +301,12 @@ TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than
     v = jit::select_version(*rig.group().code(), p2.data(), &preferred);
     REQUIRE(v != nullptr);
     CHECK_FALSE(preferred);
-    // A signature timed on tier 2 but never on tier 1 (B=3) runs tier 1 on trial; two timed
-    // tier-1 calls decide: here tier 1 is no faster (2 ms against 2 ms), so B=3 goes back to tier 2.
+    // A signature timed on tier 2 (2 ms) but never on tier 1 runs tier 1 on trial when the
+    // interpreter's time there says tier 1 should be clearly faster (1 ms x the elementwise
+    // estimate of 0.3); two timed tier-1 calls decide: at B=3 tier 1 is no faster (2 ms
+    // against 2 ms), so B=3 goes back to tier 2.
     const auto p3 = rig.params(3, 64);
+    rig.call(3, 64, CodeKind::interpreted, 1e6);
     rig.call(3, 64, CodeKind::specialised, 2e6);
     CHECK(rig.group().code()->tier1_signatures.size() == 1);
     rig.call(3, 64, CodeKind::specialised, 2e6);
@@ -319,10 +322,17 @@ TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than
     CHECK(rig.group().code()->tier1_signatures.size() == 1);  // back to tier 2
     CHECK(rig.group().code()->tier1_signatures[0] == p1);
     // At B=4 the trial shows tier 1 three times as fast: B=4 stays on tier 1.
+    rig.call(4, 64, CodeKind::interpreted, 1e6);
     for (int i = 0; i < 2; ++i) rig.call(4, 64, CodeKind::specialised, 3e6);
     for (int i = 0; i < 2; ++i) rig.call(4, 64, CodeKind::baseline, 1e6);
     CHECK(rig.group().code()->tier1_signatures.size() == 2);
     CHECK(rig.group().code()->tier1_signatures[1] == rig.params(4, 64));
+    // No trial where tier 2 runs as fast as tier 1 is expected to (B=5: 0.3 ms against the
+    // interpreter's 1 ms), nor where the interpreter never ran (B=6).
+    rig.call(5, 64, CodeKind::interpreted, 1e6);
+    for (int i = 0; i < 3; ++i) rig.call(5, 64, CodeKind::specialised, 0.3e6);
+    for (int i = 0; i < 3; ++i) rig.call(6, 64, CodeKind::specialised, 3e6);
+    CHECK(rig.group().code()->tier1_signatures.size() == 2);
     // A signature where tier 2 is within the noise (1.1x) keeps tier 2.
     Rig rig2;
     rig2.call(1, 64, CodeKind::interpreted, 30e6);

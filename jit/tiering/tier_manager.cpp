@@ -196,8 +196,14 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     auto next = std::make_shared<CodeSet>(*code);
     next->tier1_signatures.push_back(params);
     if (sig.time.timed[b] < kTimed) {
-        // Tier 1 never timed at this signature: try it (its calls decide, above).
-        if (st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
+        // Tier 1 never timed at this signature: try it (its calls decide, above) when the
+        // tier-2 code is clearly slower than the interpreter's time here times the ratio the
+        // cost model expects of tier 1 (a trial costs calls on slower code if it fails).
+        constexpr auto in = profiling::index_of(CodeKind::interpreted);
+        if (sig.time.timed[in] == 0 || st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
+        const double expected_ns = sig.time.mean_ns(CodeKind::interpreted) *
+                                   tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
+        if (!(sig.time.mean_ns(t2) > kTier1Faster * expected_ns)) return false;
         ++st.tier1_trials_started;
         st.tier1_trials.push_back(params);
         gr.publish(std::move(next));

@@ -187,9 +187,10 @@ private:
     // code clearly slower (kTier1Faster) than its tier-1 code at the same signature; then the
     // signature runs tier 1 from now on (CodeSet::tier1_signatures, at most
     // limits::tier1_signatures_kept per group; no tier-2 compile is made for it). A signature
-    // timed on tier 2 but never on tier 1 runs tier 1 on trial until two of its tier-1 calls
-    // are timed, then keeps whichever code is faster (at most tier1_signatures_kept trials
-    // per group, so the exploration is bounded).
+    // timed on tier 2 and on the interpreter but never on tier 1, whose tier-2 time is clearly
+    // above what the cost model expects of tier 1 there, runs tier 1 on trial until two of its
+    // tier-1 calls are timed, then keeps whichever code is faster (at most
+    // tier1_signatures_kept trials per group, so the exploration is bounded).
     bool prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                       profiling::CodeKind ran, const profiling::SignatureObservation& sig);
     // Whether the calls counted reached the threshold, for a compile to code `ratio` times as fast.
