@@ -101,4 +101,21 @@ inline std::vector<ConvCase> cases() {
 }
 
 
+// A random case for round `round` (f64 in round 1, depthwise in round 2) from
+// pick(lo, hi), a uniform integer in [lo, hi]; its input sizes are left to the caller.
+template <class Pick> ConvCase random_case(Pick&& pick, int round) {
+    ConvCase c;
+    c.dt = round == 1 ? DType::f64 : DType::f32;
+    c.c = pick(1, 6);
+    c.groups = round == 2 ? c.c : 1;
+    c.o = c.groups * pick(1, 9);
+    c.kh = pick(1, 3);
+    c.kw = pick(1, 3);
+    c.pad = {pick(0, 2), pick(0, 2)};
+    c.stride = {pick(1, 2), pick(1, 2)};
+    c.dil = {pick(1, 2), 1};
+    c.epi = static_cast<int>(pick(0, 3));
+    return c;
+}
+
 }  // namespace kiln::test::conv_cases

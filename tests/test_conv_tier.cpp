@@ -99,17 +99,7 @@ TEST_CASE("conv tier: symbolic batch and image size, specialised then generic, r
     std::mt19937_64 rng(seed);
     auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
     for (int round = 0; round < 3; ++round) {
-        ConvCase c;
-        c.dt = round == 1 ? DType::f64 : DType::f32;
-        c.c = pick(1, 6);
-        c.groups = round == 2 ? c.c : 1;
-        c.o = c.groups * pick(1, 9);
-        c.kh = pick(1, 3);
-        c.kw = pick(1, 3);
-        c.pad = {pick(0, 2), pick(0, 2)};
-        c.stride = {pick(1, 2), pick(1, 2)};
-        c.dil = {pick(1, 2), 1};
-        c.epi = static_cast<int>(pick(0, 3));
+        ConvCase c = random_case(pick, round);
         Graph g = make_graph(c, {dyn("N"), c.c, dyn("H"), dyn("W")});
         Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
         // The same shape repeated (a specialisation), then a new shape on every call (the
