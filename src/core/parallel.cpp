@@ -6,6 +6,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace kiln::core {
 
@@ -22,8 +23,17 @@ void parallel_range(std::int64_t n, std::int64_t cost_per_item,
     // may have a fixed cost of its own (a GEMM packs its operand once per chunk).
     std::int64_t grain = std::max<std::int64_t>(kParallelGrain / cost, (n + 4 * width - 1) / (4 * width));
     if (grain < 1) grain = 1;
+    // Each chunk ends with a release on `done`, which the caller acquires once parallel_for
+    // returns: the join made visible to ThreadSanitizer (Debian's oneTBB is not instrumented,
+    // so its own join is not), so that what the chunks read of the caller's stack does not
+    // look like a race with the caller's later writes there.
+    std::atomic<std::int64_t> done{0};
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, static_cast<std::size_t>(grain)),
-                      [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+                      [&](const tbb::blocked_range<std::int64_t>& r) {
+                          fn(r.begin(), r.end());
+                          done.fetch_add(1, std::memory_order_release);
+                      });
+    (void)done.load(std::memory_order_acquire);
 }
 
 int parallel_width() {
