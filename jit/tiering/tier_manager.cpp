@@ -365,7 +365,7 @@ void TierManager::trace_decision(const GroupRuntime& gr, const TierUpDecision& d
                     ",\"future_calls\":" + num(d.est.future_calls) + ",\"saving_ms\":" + num(d.est.saving_us * 1e-3) +
                     ",\"cost_ms\":" + num(d.est.cost_us * 1e-3) + ",\"calls_waited\":" + std::to_string(d.waited) +
                     ",\"bound\":" + std::to_string(d.bound) + ",\"by\":\"" +
-                    (d.est.pays() ? "time" : "threshold") + "\"");
+                    (d.what == What::tier1_faster ? "measured" : d.est.pays() ? "time" : "threshold") + "\"");
 }
 
 TierUpDecision TierManager::decision(const GroupRuntime& gr) const {
