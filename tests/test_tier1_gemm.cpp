@@ -39,6 +39,25 @@ Function tier1(const Graph& g, std::int64_t threads = 1) {
     return Engine(o).load(g);
 }
 
+// Each conv case at static shapes, compiled at tier 1 with every GEMM instruction set (the
+// portable kernels, AVX2, AVX-512: capped to what the host runs; two threads with the
+// widest), against the interpreter on inputs from `seed`.
+void check_every_isa(const std::vector<cc::ConvCase>& cases, std::uint64_t seed) {
+    for (int bytes : {0, 32, 64}) {
+        CAPTURE(bytes);
+        tiers::set_asmjit_vector_bytes(bytes);
+        for (const cc::ConvCase& c : cases) {
+            CAPTURE(cc::describe(c));
+            Graph g = cc::make_graph(c, {c.n, c.c, c.h, c.w});
+            Function fj = tier1(g, 1 + bytes / 64), fi = Engine(ref::interp_options()).load(g);
+            const std::vector<Tensor> in = cc::make_inputs(c, seed);
+            for (int i = 0; i < 2; ++i) CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < cc::tol(c));
+            ref::check_tier(fj.stats(), "conv", 1);
+        }
+    }
+    tiers::set_asmjit_vector_bytes(-1);
+}
+
 }  // namespace
 
 TEST_CASE("tier 1 matmul: 2-D matmul + epilogues at odd sizes, f32 and f64, one kernel for every M") {
@@ -165,20 +184,10 @@ TEST_CASE("tier 1 matmul: f16 operands stay below tier 1 (a counted bail-out) an
 
 TEST_CASE("tier 1 conv: every case at static shapes and every GEMM instruction set") {
     if (test::lacks_tier(1)) return;
-    for (int bytes : {0, 32, 64}) {
-        CAPTURE(bytes);
-        tiers::set_asmjit_vector_bytes(bytes);
-        for (const cc::ConvCase& c : cc::cases()) {
-            if (c.dt != DType::f32 && c.dt != DType::f64) continue;
-            CAPTURE(cc::describe(c));
-            Graph g = cc::make_graph(c, {c.n, c.c, c.h, c.w});
-            Function fj = tier1(g, 1 + bytes / 64), fi = Engine(ref::interp_options()).load(g);
-            const std::vector<Tensor> in = cc::make_inputs(c, 5);
-            for (int i = 0; i < 2; ++i) CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < cc::tol(c));
-            ref::check_tier(fj.stats(), "conv", 1);
-        }
-    }
-    tiers::set_asmjit_vector_bytes(-1);
+    std::vector<cc::ConvCase> cases;
+    for (const cc::ConvCase& c : cc::cases())
+        if (c.dt == DType::f32 || c.dt == DType::f64) cases.push_back(c);
+    check_every_isa(cases, 5);
 }
 
 TEST_CASE("tier 1 conv: depthwise convolutions on the direct row kernels (strides 1 to 3, multipliers, any filter)") {
@@ -200,19 +209,7 @@ TEST_CASE("tier 1 conv: depthwise convolutions on the direct row kernels (stride
     add([](cc::ConvCase& c) { c.kh = 3; c.kw = 2; c.stride = {3, 3}; c.dil = {2, 1}; });       // stride 3: scalar rows
     add([](cc::ConvCase& c) { c.o = 12; c.pad = {0, 1}; c.stride = {1, 2}; c.epi = 3; });      // multiplier 2
     add([](cc::ConvCase& c) { c.h = 40; c.w = 45; c.pad = {1, 1}; c.n = 2; c.bias = false; });  // several pixel blocks
-    for (int bytes : {0, 32, 64}) {
-        CAPTURE(bytes);
-        tiers::set_asmjit_vector_bytes(bytes);
-        for (const cc::ConvCase& c : cases) {
-            CAPTURE(cc::describe(c));
-            Graph g = cc::make_graph(c, {c.n, c.c, c.h, c.w});
-            Function fj = tier1(g), fi = Engine(ref::interp_options()).load(g);
-            const std::vector<Tensor> in = cc::make_inputs(c, 9);
-            for (int i = 0; i < 2; ++i) CHECK(ref::max_rel_diff(fj(in)[0], fi(in)[0]) < cc::tol(c));
-            ref::check_tier(fj.stats(), "conv", 1);
-        }
-    }
-    tiers::set_asmjit_vector_bytes(-1);
+    check_every_isa(cases, 9);
 }
 
 TEST_CASE("tier 1 conv: symbolic batch and image size, a new shape on every call (seeded)") {

@@ -160,63 +160,62 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     // Clearly slower: beyond the noise of a few timed calls on a shared host.
     constexpr double kTier1Faster = 1.25;
     constexpr std::uint64_t kTimed = 2;
-    constexpr auto b = profiling::index_of(CodeKind::baseline);
     if (!tunables_.by_time || !sig.kept) return false;
-    const auto trial = std::find(st.tier1_trials.begin(), st.tier1_trials.end(), params);
+    // Every tier-1 call comes here: only a trial's calls have anything to decide.
+    if (ran == CodeKind::baseline && st.tier1_trials.empty()) return false;
+    auto timed = [&](CodeKind k) { return sig.time.timed[profiling::index_of(k)]; };
     // The tier-2 kind this signature ran: the faster one's time is what tier 1 must beat.
-    const auto sp = profiling::index_of(CodeKind::specialised);
-    const CodeKind t2 = sig.time.timed[sp] >= kTimed ? CodeKind::specialised : CodeKind::generic;
-    const bool t2_timed = sig.time.timed[profiling::index_of(t2)] >= kTimed;
-    const std::shared_ptr<const CodeSet> code = gr.code();
-    auto publish_without = [&] {
-        auto next = std::make_shared<CodeSet>(*code);
-        std::erase(next->tier1_signatures, params);
+    const CodeKind t2 = timed(CodeKind::specialised) >= kTimed ? CodeKind::specialised : CodeKind::generic;
+    if (timed(t2) < kTimed) return false;
+    const double tier2_ns = sig.time.mean_ns(t2);
+    const bool tier1_timed = timed(CodeKind::baseline) >= kTimed;
+    const double tier1_ns = tier1_timed ? sig.time.mean_ns(CodeKind::baseline) : 0.0;
+    // Adds this signature to the published set of those that run tier 1, or takes it out.
+    auto publish = [&](bool add) {
+        auto next = std::make_shared<CodeSet>(*gr.code());
+        if (add) next->tier1_signatures.push_back(params);
+        else std::erase(next->tier1_signatures, params);
         gr.publish(std::move(next));
+        if (add) ++st.tier1_pins;
+        else --st.tier1_pins;
     };
-    if (ran == CodeKind::baseline) {
-        // A trial's calls on tier 1: decide once two of them are timed.
-        if (trial == st.tier1_trials.end() || sig.time.timed[b] < kTimed || !t2_timed) return false;
-        st.tier1_trials.erase(trial);
-        const double tier2_ns = sig.time.mean_ns(t2), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
-        if (!(tier2_ns > kTier1Faster * tier1_ns)) {
-            publish_without();  // tier 2 is no slower here: back to it
-            return false;
-        }
+    auto decided = [&] {
         TierUpDecision d{What::tier1_faster, 2, t2 == CodeKind::generic};
         d.est.now_ns = tier2_ns;
         d.est.next_ns = tier1_ns;
         st.last = d;
         return true;
-    }
-    if (!t2_timed || code->tier1_signatures.size() >= limits::tier1_signatures_kept) return false;
-    if (std::none_of(code->versions.begin(), code->versions.end(), [](const CompiledVersion& v) { return v.tier < 2; }))
-        return false;
-    if (std::find(code->tier1_signatures.begin(), code->tier1_signatures.end(), params) != code->tier1_signatures.end())
-        return false;  // a call that chose its code before the set changed
-    auto next = std::make_shared<CodeSet>(*code);
-    next->tier1_signatures.push_back(params);
-    if (sig.time.timed[b] < kTimed) {
-        // Tier 1 never timed at this signature: try it (its calls decide, above) when the
-        // tier-2 code is clearly slower than the interpreter's time here times the ratio the
-        // cost model expects of tier 1 (a trial costs calls on slower code if it fails).
-        constexpr auto in = profiling::index_of(CodeKind::interpreted);
-        if (sig.time.timed[in] == 0 || st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
-        const double expected_ns = sig.time.mean_ns(CodeKind::interpreted) *
-                                   tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
-        if (!(sig.time.mean_ns(t2) > kTier1Faster * expected_ns)) return false;
-        ++st.tier1_trials_started;
-        st.tier1_trials.push_back(params);
-        gr.publish(std::move(next));
+    };
+    if (ran == CodeKind::baseline) {
+        // A trial's calls on tier 1: decide once two of them are timed.
+        const auto trial = std::find(st.tier1_trials.begin(), st.tier1_trials.end(), params);
+        if (trial == st.tier1_trials.end() || !tier1_timed) return false;
+        st.tier1_trials.erase(trial);
+        if (tier2_ns > kTier1Faster * tier1_ns) return decided();
+        publish(false);  // tier 2 is no slower here: back to it
         return false;
     }
-    const double tier2_ns = sig.time.mean_ns(t2), tier1_ns = sig.time.mean_ns(CodeKind::baseline);
-    if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
-    gr.publish(std::move(next));
-    TierUpDecision d{What::tier1_faster, 2, t2 == CodeKind::generic};
-    d.est.now_ns = tier2_ns;
-    d.est.next_ns = tier1_ns;
-    st.last = d;
-    return true;
+    const std::shared_ptr<const CodeSet> code = gr.code();
+    if (code->tier1_signatures.size() >= limits::tier1_signatures_kept ||
+        std::none_of(code->versions.begin(), code->versions.end(), [](const CompiledVersion& v) { return v.tier < 2; }) ||
+        std::find(code->tier1_signatures.begin(), code->tier1_signatures.end(), params) != code->tier1_signatures.end())
+        return false;  // (the last: a call that chose its code before the set changed)
+    if (tier1_timed) {
+        if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
+        publish(true);
+        return decided();
+    }
+    // Tier 1 never timed at this signature: try it (its calls decide, above) when the tier-2
+    // code is clearly slower than the interpreter's time here times the ratio the cost model
+    // expects of tier 1 (a trial costs calls on slower code if it fails).
+    if (timed(CodeKind::interpreted) == 0 || st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
+    const double expected_ns = sig.time.mean_ns(CodeKind::interpreted) *
+                               tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
+    if (!(tier2_ns > kTier1Faster * expected_ns)) return false;
+    ++st.tier1_trials_started;
+    st.tier1_trials.push_back(params);
+    publish(true);
+    return false;
 }
 
 bool TierManager::weigh_tier1(GroupRuntime& gr, TierUpState& st) {
@@ -251,7 +250,7 @@ bool TierManager::weigh_tier2(GroupRuntime& gr, TierUpState& st, const std::vect
         if (st.last.what != What::compiles) st.last.what = What::compiling;
         return false;
     }
-    if (ran == CodeKind::baseline) {  // a signature that runs tier 1 by choice needs no tier-2 code
+    if (ran == CodeKind::baseline && st.tier1_pins > 0) {  // a signature that runs tier 1 by choice needs no tier-2 code
         const std::shared_ptr<const CodeSet> code = gr.code();
         for (const auto& s : code->tier1_signatures)
             if (s == params) return false;

@@ -114,6 +114,7 @@ struct TierUpState {
     // calls say whether tier 1 is clearly faster there than tier 2 (TierManager::prefer_tier1).
     std::vector<std::vector<std::int64_t>> tier1_trials;
     std::size_t tier1_trials_started = 0;  // bounded by limits::tier1_signatures_kept
+    std::size_t tier1_pins = 0;            // signatures in the group's CodeSet::tier1_signatures
     TierUpDecision last;
     std::atomic<int> specializations{0};  // fully bound versions of this group (read without the lock by stats)
 };

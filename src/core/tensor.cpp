@@ -168,8 +168,14 @@ std::int64_t Tensor::dim(std::int64_t i) const {
     require_defined(*this, "Tensor::dim");
     return shape_[norm_axis(i, rank(), "Tensor::dim")];
 }
-// Every tensor's element count fits in int64 (the factories and views check it).
-std::int64_t Tensor::numel() const { return storage_ ? support::checked_numel(shape_, "Tensor::numel") : 0; }
+// Every tensor's element count fits in int64 (the factories and views check it), so the
+// product needs no check here (numel is on every kernel's path).
+std::int64_t Tensor::numel() const {
+    if (!storage_) return 0;
+    std::int64_t n = 1;
+    for (auto d : shape_) n *= d;
+    return n;
+}
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 bool Tensor::is_contiguous() const {
     std::int64_t expected = 1;

@@ -58,9 +58,15 @@ HostIsa host_isa() {
 
 namespace {
 
-// Adds finished code to the runtime.
-JitCode add_code(aj::CodeHolder& code, ErrorSink& sink) {
+// Code emitted by `emit(code)` into a fresh CodeHolder, added to the runtime; asmjit's
+// errors (reported to the holder's handler or returned) are backend errors.
+template <class Emit> JitCode make_code(Emit&& emit) {
     Runtime& R = runtime();
+    aj::CodeHolder code;
+    ErrorSink sink;
+    if (aj::Error e = code.init(R.rt.environment())) backend(std::string("asmjit: ") + aj::DebugUtils::errorAsString(e));
+    code.setErrorHandler(&sink);
+    emit(code, sink);
     if (sink.error) backend("asmjit: " + sink.text);
     JitCode out;
     out.bytes = code.codeSize();
@@ -76,35 +82,27 @@ JitCode add_code(aj::CodeHolder& code, ErrorSink& sink) {
 }  // namespace
 
 JitCode generate_forwarder(const void* ctx, ForwardTarget target) {
-    Runtime& R = runtime();
-    aj::CodeHolder code;
-    ErrorSink sink;
-    if (aj::Error e = code.init(R.rt.environment())) backend(std::string("asmjit: ") + aj::DebugUtils::errorAsString(e));
-    code.setErrorHandler(&sink);
-    x86::Assembler a(&code);
-    // System V: (buffers, params, begin, end) arrive in rdi, rsi, rdx, rcx and leave one
-    // register to the right, with ctx in rdi.
-    a.mov(x86::r8, x86::rcx);
-    a.mov(x86::rcx, x86::rdx);
-    a.mov(x86::rdx, x86::rsi);
-    a.mov(x86::rsi, x86::rdi);
-    a.mov(x86::rdi, aj::imm(reinterpret_cast<std::uintptr_t>(ctx)));
-    a.mov(x86::rax, aj::imm(reinterpret_cast<std::uintptr_t>(target)));
-    a.jmp(x86::rax);
-    return add_code(code, sink);
+    return make_code([&](aj::CodeHolder& code, ErrorSink&) {
+        x86::Assembler a(&code);
+        // System V: (buffers, params, begin, end) arrive in rdi, rsi, rdx, rcx and leave one
+        // register to the right, with ctx in rdi.
+        a.mov(x86::r8, x86::rcx);
+        a.mov(x86::rcx, x86::rdx);
+        a.mov(x86::rdx, x86::rsi);
+        a.mov(x86::rsi, x86::rdi);
+        a.mov(x86::rdi, aj::imm(reinterpret_cast<std::uintptr_t>(ctx)));
+        a.mov(x86::rax, aj::imm(reinterpret_cast<std::uintptr_t>(target)));
+        a.jmp(x86::rax);
+    });
 }
 
 JitCode generate(const kir::Kernel& k, const Analysis& a, int vector_bytes) {
-    Runtime& R = runtime();
-    aj::CodeHolder code;
-    ErrorSink sink;
-    if (aj::Error e = code.init(R.rt.environment())) backend(std::string("asmjit: ") + aj::DebugUtils::errorAsString(e));
-    code.setErrorHandler(&sink);
-    x86::Compiler cc(&code);
-    Gen(cc, k, a, vector_bytes).run();
-    if (sink.error) backend("asmjit: " + sink.text);
-    if (aj::Error e = cc.finalize()) backend(std::string("asmjit finalize: ") + aj::DebugUtils::errorAsString(e));
-    return add_code(code, sink);
+    return make_code([&](aj::CodeHolder& code, ErrorSink& sink) {
+        x86::Compiler cc(&code);
+        Gen(cc, k, a, vector_bytes).run();
+        if (sink.error) backend("asmjit: " + sink.text);
+        if (aj::Error e = cc.finalize()) backend(std::string("asmjit finalize: ") + aj::DebugUtils::errorAsString(e));
+    });
 }
 
 void release(const JitCode& code) {

@@ -133,7 +133,7 @@ MatmulPlanPtr make_matmul_plan(const kir::Kernel& k, KernelFn epilogue, int vect
     p->k = h.k;
     p->batch = h.batch;
     p->a_off = substitute(h.a_offset, h.batch_var, bv);
-    p->b_off = substitute(h.im2col ? h.im2col->x_offset : h.b_offset, h.batch_var, bv);
+    p->b_off = substitute(h.b_offset, h.batch_var, bv);  // a convolution's: its input's (Im2col::x_offset)
     p->row_block = h.row_block;
     p->col_block = h.col_block;
     if (h.im2col) {
@@ -175,8 +175,7 @@ public:
             geo_.ph = c.pad[0], geo_.pw = c.pad[1];
             geo_.dh = c.dilation[0], geo_.dw = c.dilation[1];
             // A 1x1 convolution with stride 1 and no padding: B is the input planes as they are.
-            dense_b_ = geo_.kh == 1 && geo_.kw == 1 && geo_.sh == 1 && geo_.sw == 1 && geo_.ph == 0 && geo_.pw == 0 &&
-                       geo_.oh_is_h(n_);
+            dense_b_ = geo_.kh == 1 && geo_.kw == 1 && geo_.sh == 1 && geo_.sw == 1 && geo_.ph == 0 && geo_.pw == 0;
             // One input channel per group (depthwise): a direct kernel per output row, as
             // the interpreter's (src/cpu/gemm.h, DwRowFn), instead of a GEMM of depth kh * kw.
             depthwise_ = geo_.c == 1 && !dense_b_ && geo_.ow > 0 && geo_.kh <= kMaxTaps;
@@ -213,15 +212,11 @@ public:
     }
 
 private:
-    struct Geometry : cpu::Im2colShape {
-        bool oh_is_h(I64 npix) const { return npix == h * w && ow == w; }
-    };
-
     // C[r0, r1) x [c0, c1) of one batch entry of a depthwise convolution, through the
     // epilogue: the entry's input plane is copied into a zero-padded plane, and each output
     // row that the pixels [c0, c1) touch is computed whole by the row kernel.
     bool depthwise_block(const T* w, const T* plane, I64 r0, I64 r1, I64 c0, I64 c1) {
-        const Geometry& g = geo_;
+        const cpu::Im2colShape& g = geo_;
         const I64 hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, taps = g.kh * g.kw;
         const I64 y0 = c0 / g.ow, y1 = (c1 - 1) / g.ow + 1;
         // The same size on every block, so the thread's scratch (and the padded plane in it,
@@ -305,7 +300,7 @@ private:
     void** bufs_;
     const cpu::SimdKernels<T>& kr_;
     I64 m_ = 0, n_ = 0, k_ = 0;
-    Geometry geo_{};
+    cpu::Im2colShape geo_{};
     bool dense_b_ = true, depthwise_ = false;
     const T* padded_ptr_ = nullptr;    // where the padded plane of `padded_plane_` was built
     const T* padded_plane_ = nullptr;
