@@ -93,11 +93,14 @@ TEST_CASE("compile queue: jobs run highest priority first, in order among equals
     auto a = q.new_ticket(), b = q.new_ticket();
     std::mutex mu;
     std::vector<int> order;
-    std::atomic<bool> release{false};
-    // The first job holds the only worker until the others are queued.
+    std::atomic<bool> release{false}, holding{false};
+    // The first job holds the only worker until the others are queued (they are queued once it
+    // runs: before that the worker could take one of them first).
     q.submit(a, 0.0, [&] {
+        holding = true;
         while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
+    while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     auto rec = [&](int v) {
         return [&, v] {
             std::lock_guard<std::mutex> lock(mu);
