@@ -109,9 +109,11 @@ private:
         const std::size_t rank = L.node(nd.inputs[0]).type.dims.size();
         return rank - (is_reduction(nd.op) ? nd.attrs.ints("axes").size() : 1);
     }
-    // The type of row statistics of softmax and the norms: f32 rows compute in f32 (the
-    // code vectorises at full width and exp stays in f32), f64 rows in f64. The interpreter
-    // accumulates in f64; the results agree within the f32 tolerance.
+    // The type in which a row op's elements are transformed: f32 rows (half types included)
+    // in f32, so that the code vectorises at full width and exp stays in f32; f64 rows in
+    // f64. softmax and log_softmax also take their statistics in it (subtracting the row max
+    // keeps every step finite where the interpreter's f64 result is); the norms take theirs
+    // in f64 (see norm()).
     Type st_of(ValueId r) const {
         return compute_type(L.node(L.node(r).inputs[0]).type.dtype) == Type::f32 ? Type::f32 : Type::f64;
     }
@@ -232,40 +234,86 @@ private:
         });
     }
 
+    // layer_norm and rms_norm, as exact as the interpreter's f64 arithmetic where its result
+    // is finite, with every per-element step in the row's type (f32: full vector width on
+    // both tiers). In plain f32, the square of an element above 1.8e19, the sum of a row of
+    // values near 3e38 and x - mean of mixed signs near 3e38 overflow (the row came out as
+    // beta, or NaN), and a mean rounded to f32 loses the deviations of a row whose mean is
+    // large against them. So, per row:
+    // - f32 rows first take max|x| and a scale s, a power of two (exact): 2^-80 when
+    //   max|x| > 2^40, 2^64 when it is below 2^-40, else 1; x*s then has sums and squares
+    //   far from overflow and underflow (f64 rows: s = 1, as the interpreter);
+    // - the mean of x*s in two steps: m1 = sum(x*s)/n, then the deviations d = x*s - m1
+    //   give mean = m1 + sum(d)/n and var = sum(d^2)/n - (sum(d)/n)^2 (the corrected
+    //   two-pass algorithm: accurate to the row's deviation, not to its mean); rms_norm
+    //   takes mean(x*s)^2 alone;
+    // - the per-row constants in f64: the mean split into hi + lo (hi the nearest value of
+    //   the row's type, lo the rest), so that (x*s - hi) - lo keeps the accuracy of
+    //   x - mean where they nearly cancel, and c = 1/(sqrt(var/s^2 + eps) * s).
+    // y = ((x*s - hi) - lo) * c * gamma + beta (rms_norm: x*s * c * gamma).
     void norm(ValueId r, bool rms, bool last) {
         const ValueId x = L.node(r).inputs[0];
         const Type st = st_of(r);
         auto sc = [st](double v) { return constant(st, v); };
-        const ExprRef count = cast(st, row_len);
+        auto row_const = [&](Type t, ExprRef e) { return temp(init_temp(t, std::move(e)), t); };
+        ExprRef s = sc(1.0);
+        if (st == Type::f32) {
+            const int mx = init_temp(st, sc(0.0));
+            const ExprRef m = temp(mx, st);
+            pass(x, st, [&](Phase& ph, const ExprRef& v) {
+                ph.out->push_back(assign(mx, row_max(m, unary(UnaryOp::abs, v))));
+            });
+            s = row_const(st, select(binary(BinaryOp::gt, m, sc(0x1p40)), sc(0x1p-80),
+                                     select(binary(BinaryOp::lt, m, sc(0x1p-40)), sc(0x1p64), sc(1.0))));
+        }
+        const ExprRef count = cast(st, row_len), n64 = cast(Type::f64, row_len);
         const int sum = init_temp(st, sc(0.0));
-        const ExprRef s = temp(sum, st);
+        const ExprRef s1 = temp(sum, st);
         pass(x, st, [&](Phase& ph, const ExprRef& v) {
-            ph.out->push_back(assign(sum, binary(BinaryOp::add, s, rms ? binary(BinaryOp::mul, v, v) : v)));
+            ExprRef e = binary(BinaryOp::mul, v, s);
+            if (rms) {
+                const int t = L.new_temp(st);
+                ph.out->push_back(assign(t, e));
+                e = binary(BinaryOp::mul, temp(t, st), temp(t, st));
+            }
+            ph.out->push_back(assign(sum, binary(BinaryOp::add, s1, e)));
         });
-        ExprRef mean = sc(0.0), var;
+        auto wide = [](const ExprRef& e) { return cast(Type::f64, e); };
+        ExprRef mean = f64(0.0), var;
         if (rms) {
-            var = temp(init_temp(st, binary(BinaryOp::div, s, count)), st);
+            var = binary(BinaryOp::div, wide(s1), n64);
         } else {
-            mean = temp(init_temp(st, binary(BinaryOp::div, s, count)), st);
-            const int acc = init_temp(st, sc(0.0));
-            const ExprRef a = temp(acc, st);
+            const ExprRef m1 = row_const(st, binary(BinaryOp::div, s1, count));
+            const int dsum = init_temp(st, sc(0.0)), dsq = init_temp(st, sc(0.0));
+            const ExprRef ds = temp(dsum, st), dq = temp(dsq, st);
             pass(x, st, [&](Phase& ph, const ExprRef& v) {
                 const int c = L.new_temp(st);
-                ph.out->push_back(assign(c, binary(BinaryOp::sub, v, mean)));
+                ph.out->push_back(assign(c, binary(BinaryOp::sub, binary(BinaryOp::mul, v, s), m1)));
                 const ExprRef ce = temp(c, st);
-                ph.out->push_back(assign(acc, binary(BinaryOp::add, a, binary(BinaryOp::mul, ce, ce))));
+                ph.out->push_back(assign(dsum, binary(BinaryOp::add, ds, ce)));
+                ph.out->push_back(assign(dsq, binary(BinaryOp::add, dq, binary(BinaryOp::mul, ce, ce))));
             });
-            var = temp(init_temp(st, binary(BinaryOp::div, a, count)), st);
+            const ExprRef corr = row_const(Type::f64, binary(BinaryOp::div, wide(ds), n64));
+            mean = binary(BinaryOp::add, wide(m1), corr);
+            var = binary(BinaryOp::max, f64(0.0),
+                         binary(BinaryOp::sub, binary(BinaryOp::div, wide(dq), n64), binary(BinaryOp::mul, corr, corr)));
         }
+        // Still in units of x*s: var/s^2 + eps below is in units of x.
+        const ExprRef s64 = row_const(Type::f64, wide(s));
         const double eps = L.node(r).attrs.f("eps");
-        const ExprRef inv = temp(
-            init_temp(st, binary(BinaryOp::div, sc(1.0), unary(UnaryOp::sqrt, binary(BinaryOp::add, var, sc(eps))))), st);
+        const ExprRef dev = row_const(
+            Type::f64, unary(UnaryOp::sqrt, binary(BinaryOp::add, binary(BinaryOp::div, var, binary(BinaryOp::mul, s64, s64)),
+                                                   f64(eps))));
+        const ExprRef c = row_const(st, cast(st, binary(BinaryOp::div, f64(1.0), binary(BinaryOp::mul, dev, s64))));
+        const ExprRef mean64 = row_const(Type::f64, mean);
+        const ExprRef hi = row_const(st, cast(st, mean64));
+        const ExprRef lo = row_const(st, cast(st, binary(BinaryOp::sub, mean64, wide(hi))));
         const ValueId gamma = L.node(r).inputs[1];
         const ValueId beta = rms ? -1 : L.node(r).inputs[2];
-        finish(r, last, [lw = &L, rms, mean, inv, st, gamma, beta](const ExprRef& v, Phase& ph) {
-            // ((v - mean) * inv) * gamma + beta, in the statistics type.
-            ExprRef y = binary(BinaryOp::mul, binary(BinaryOp::mul, rms ? v : binary(BinaryOp::sub, v, mean), inv),
-                               cast(st, lw->value(gamma, ph)));
+        finish(r, last, [lw = &L, rms, hi, lo, s, c, st, gamma, beta](const ExprRef& v, Phase& ph) {
+            ExprRef d = binary(BinaryOp::mul, v, s);
+            if (!rms) d = binary(BinaryOp::sub, binary(BinaryOp::sub, d, hi), lo);
+            ExprRef y = binary(BinaryOp::mul, binary(BinaryOp::mul, d, c), cast(st, lw->value(gamma, ph)));
             if (!rms) y = binary(BinaryOp::add, y, cast(st, lw->value(beta, ph)));
             return y;
         });
