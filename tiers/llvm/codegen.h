@@ -86,6 +86,17 @@ void set_gemm_vector_bytes(int bytes);
 // The settings above as text ("blocked_gemm=1;gemm_vector_bytes=0"): generated code depends on them.
 std::string gemm_settings();
 
+// The ahead-of-time kernel that GEMM code calls for blocks of fewer rows than a register
+// tile (bound in every kernel's JITDylib): c[r * ldc + x] += sum_k a[r * lda + k] *
+// b[k * ldb + x] for r < rows, x < n, k < kc, with src/cpu's rows kernels of the kernels'
+// instruction set (cpu::kernel_cpu_isa()).
+inline constexpr const char* kRowsF32Symbol = "kiln_rt_gemm_rows_f32";
+inline constexpr const char* kRowsF64Symbol = "kiln_rt_gemm_rows_f64";
+void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const float* a, std::int64_t lda, const float* b,
+                   std::int64_t ldb, float* c, std::int64_t ldc) noexcept;
+void gemm_rows_f64(std::int64_t rows, std::int64_t n, std::int64_t kc, const double* a, std::int64_t lda,
+                   const double* b, std::int64_t ldb, double* c, std::int64_t ldc) noexcept;
+
 // Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
 void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module);

@@ -12,8 +12,9 @@
 //           for kk in [0, kc): acc[r][:] += A[r][pc + kk] * Bp[kk][:]    (vector FMAs)
 //           last depth block ? epilogue(acc) -> C : acc -> partial sums
 //
-// A block with fewer than MR rows (small batches) skips packing: its 1-row kernel reads
-// full NR-column strips of B in place (only the last, partial strip is packed).
+// A block with fewer than MR rows (small batches) whose operands are of the compute type
+// is not packed: B streams row by row through the ahead-of-time rows kernel of src/cpu
+// (stream()), then the epilogue runs over the result.
 // A convolution's B (kir::Im2col) is packed straight from the input image, one run of
 // output pixels of one output row at a time (see pack_im2col): the im2col matrix is never
 // built.
@@ -21,8 +22,8 @@
 // The micro-kernel keeps MR x NR accumulators in vector registers: MR rows by NV = 2
 // vectors of VW elements, chosen from the host features: 512-bit (AVX-512) 8 x 2 zmm,
 // 256-bit (AVX/AVX2) 6 x 2 ymm, otherwise 4 x 2 of 128 bits. Leftover rows of a block (fewer
-// than MR) run a 1-row micro-kernel; leftover columns are computed on the zero padding and
-// not stored. The epilogue (the hint's statements: bias, activation, residual, store) runs
+// than MR) run micro-kernels of 4, 2 and 1 rows; leftover columns are computed on the zero
+// padding and not stored. The epilogue (the hint's statements: bias, activation, residual, store) runs
 // on each finished tile: the accumulators are written to a small stack tile and a loop
 // over its rows and columns (vectorised by LLVM) applies the epilogue and stores C.
 //
@@ -54,6 +55,7 @@ std::atomic<bool> g_blocked{true};
 std::atomic<int> g_vector_bytes{0};  // 0: from the host features
 
 constexpr std::int64_t kStackBytes = 96 * 1024;
+constexpr std::int64_t kStreamCols = 1024;  // columns per call of the rows kernel (stream())
 
 [[noreturn]] void fail(Bailout b, const std::string& msg) { throw CodegenError{b, msg}; }
 
@@ -92,6 +94,8 @@ public:
         stack->setAlignment(llvm::Align(64));
         tile_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(mr_ * nr_)), nullptr, "gemm.tile");
         tile_->setAlignment(llvm::Align(64));
+        sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>((mr_ - 1) * kStreamCols)), nullptr, "gemm.rows");
+        sbuf_->setAlignment(llvm::Align(64));
 
         m_ = em_.index(h_.m);
         n_ = em_.index(h_.n);
@@ -154,6 +158,7 @@ private:
     DType da_ = DType::f32, db_ = DType::f32;  // how A and B are stored (f16/bf16: widened on load)
     std::int64_t kc_ = 256, nc_ = 128;
     llvm::AllocaInst* tile_ = nullptr;
+    llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to MR - 1 rows
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
@@ -183,6 +188,7 @@ private:
         }
     }
     bool widened_b() const { return db_ == DType::f16 || db_ == DType::bf16; }
+    bool widened_a() const { return da_ == DType::f16 || da_ == DType::bf16; }
     llvm::BasicBlock* block_named(const std::string& name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
 
     // for (iv = begin; iv < end; iv += step) body(iv): a guarded, rotated loop.
@@ -267,11 +273,20 @@ private:
         Value* ab = selem(da_, a_, em_.index(h_.a_offset));
         Value* bb = h_.im2col ? nullptr : selem(db_, bbuf_, em_.index(h_.b_offset));
         Value* xb = h_.im2col ? selem(db_, bbuf_, em_.index(h_.im2col->x_offset)) : nullptr;
-        Value* kmax = smax(k_dim_, i64(1));
-        // A block with no full MR-row tile (few rows: small batches, GEMV-like) reads full
-        // NR-column strips of B in place with the 1-row kernel instead of packing them (a
-        // dense B of the compute type only; im2col and f16/bf16 are always packed).
-        Value* direct = h_.im2col || widened_b() ? b_.getFalse() : b_.CreateICmpSLT(rows, i64(mr_));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
+        // A block with no full MR-row tile (small batches, GEMV-like) and operands of the
+        // compute type streams B through the ahead-of-time rows kernel (see stream()).
+        Value* few = b_.CreateICmpSLT(rows, i64(mr_));
+        if (!h_.im2col && !widened_b() && !widened_a()) {
+            if_else(few, [&] { stream(ab, bb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+        } else {
+            blocked(ab, bb, xb, i0, rows, j0, j1);
+        }
+    }
+
+    // Rows [i0, i0 + rows) of C, columns [j0, j1), through packed strips of B and register
+    // tiles (the loop nest at the top of this file).
+    void blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
         loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
             Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
             loop(i64(0), kmax, i64(kc_), "gemm.pc", [&](Value* pc) {
@@ -280,19 +295,57 @@ private:
                 Value* first = b_.CreateICmpEQ(pc, i64(0));
                 Value* last = b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k_dim_);
                 if (h_.im2col) pack_im2col(xb, pc, jc, kc, nc);
-                else pack_b(bb, pc, jc, kc, nc, direct);
+                else pack_b(bb, pc, jc, kc, nc);
                 loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
                     Value* nr = smin(i64(nr_), b_.CreateSub(nc, jr));
                     Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                     Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
-                    Value* inplace = b_.CreateAnd(direct, b_.CreateICmpEQ(nr, i64(nr_)));
-                    Value* strip1 = h_.im2col || widened_b()
-                                        ? strip
-                                        : b_.CreateSelect(inplace, elem(bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr))), strip);
-                    Value* stride1 = b_.CreateSelect(inplace, n_, i64(nr_));
-                    Tile t{ab, strip, strip1, stride1, pc, kc, first, last, i0, jc, jr, nr};
-                    loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) { micro(t, ir, mr_); });
-                    loop(full_rows, rows, i64(1), "gemm.ir1", [&](Value* ir) { micro(t, ir, 1); });
+                    Tile t{ab, strip, pc, kc, first, last, i0, jc, jr, nr};
+                    loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
+                        micro(t, ir, mr_, i64(0));
+                        if_then(last, [&] { epilogue(t, b_.CreateAdd(i0, ir), i64(mr_)); });
+                    });
+                    // The rows left beside the full tiles: kernels of 4, 2 and 1 rows by the
+                    // binary digits of their count, each reading the strip once for all its
+                    // rows, into one epilogue.
+                    Value* left = b_.CreateSub(rows, full_rows);
+                    for (int c = 4; c >= 1; c /= 2) {
+                        if (c >= mr_) continue;
+                        Value* off = b_.CreateAnd(left, i64(~std::int64_t{2 * c - 1}));
+                        if_then(b_.CreateICmpNE(b_.CreateAnd(left, i64(c)), i64(0)),
+                                [&] { micro(t, b_.CreateAdd(full_rows, off), c, off); });
+                    }
+                    if_then(b_.CreateAnd(last, b_.CreateICmpSGT(left, i64(0))),
+                            [&] { epilogue(t, b_.CreateAdd(i0, full_rows), left); });
+                });
+            });
+        });
+    }
+
+    // Rows [i0, i0 + rows) of C (fewer than MR), columns [j0, j1): B read once, row by row in
+    // order, by the ahead-of-time kernel of src/cpu for a few rows of A (kRowsSymbol), into
+    // a stack buffer of kStreamCols columns at a time, then the epilogue. A register tile
+    // here would read B column strip by column strip (a stride of n elements per depth
+    // index), which the hardware prefetchers do not follow: 3 to 5 times slower at 1 to 5 rows.
+    void stream(Value* ab, Value* bb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        llvm::Type* i64t = b_.getInt64Ty();
+        llvm::FunctionCallee rows_fn = mod.getOrInsertFunction(
+            t_->isFloatTy() ? kRowsF32Symbol : kRowsF64Symbol,
+            llvm::FunctionType::get(b_.getVoidTy(), {i64t, i64t, i64t, ptr_t, i64t, ptr_t, i64t, ptr_t, i64t}, false));
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        Value* a0 = elem(ab, b_.CreateMul(i0, k_dim_));
+        loop(j0, j1, i64(kStreamCols), "gemm.sc", [&](Value* jc) {
+            Value* w = smin(i64(kStreamCols), b_.CreateSub(j1, jc));
+            b_.CreateMemSet(sbuf_, b_.getInt8(0), b_.CreateMul(rows, i64(kStreamCols * es_)), llvm::MaybeAlign(64));
+            b_.CreateCall(rows_fn, {rows, w, k_dim_, a0, k_dim_, elem(bb, jc), n_, sbuf_, i64(kStreamCols)});
+            loop(i64(0), rows, i64(1), "sc.r", [&](Value* r) {
+                em_.bind_var(h_.row_var, b_.CreateAdd(i0, r));
+                Value* crow = elem(sbuf_, b_.CreateMul(r, i64(kStreamCols)));
+                loop(i64(0), w, i64(1), "sc.c", [&](Value* c) {
+                    em_.bind_var(h_.col_var, b_.CreateAdd(jc, c));
+                    em_.epilogue(b_.CreateAlignedLoad(t_, elem(crow, c), ea));
                 });
             });
         });
@@ -300,10 +353,9 @@ private:
 
     // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
     // contiguous, the last strip zero padded.
-    // With `direct`, full strips are left in place (see block()).
-    void pack_b(Value* bb, Value* pc, Value* jc, Value* kc, Value* nc, Value* direct) {
+    void pack_b(Value* bb, Value* pc, Value* jc, Value* kc, Value* nc) {
         Value* full = b_.CreateMul(b_.CreateSDiv(nc, i64(nr_)), i64(nr_));
-        loop(i64(0), b_.CreateSelect(direct, i64(0), full), i64(nr_), "pack.full", [&](Value* jr) {
+        loop(i64(0), full, i64(nr_), "pack.full", [&](Value* jr) {
             Value* dst = elem(bp_, b_.CreateMul(jr, kc));
             Value* src = selem(db_, bb, b_.CreateAdd(b_.CreateMul(pc, n_), b_.CreateAdd(jc, jr)));
             loop(i64(0), kc, i64(1), "pack.k", [&](Value* kk) {
@@ -430,11 +482,17 @@ private:
     }
 
     struct Tile {
-        Value *ab, *strip, *strip1, *stride1, *pc, *kc, *first, *last, *i0, *jc, *jr, *nr;
+        Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jc, *jr, *nr;
     };
 
-    // The register tile of `rows` (MR or 1) rows starting at block row `ir`.
-    void micro(const Tile& t, Value* ir, int rows) {
+    // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
+    // the depth block's products added to zero (first depth block) or to the partial sums;
+    // on the last depth block stored to rows [trow, trow + rows) of the stack tile, else to
+    // the partial sums. With 1 or 2 rows the depth loop keeps 4 / rows sets of accumulators
+    // (depth index k in set k mod sets), so that enough independent FMA chains hide the FMA
+    // latency.
+    void micro(const Tile& t, Value* ir, int rows, Value* trow) {
+        const int sets = rows < 4 ? 4 / rows : 1;
         const std::size_t nacc = static_cast<std::size_t>(rows * nv_);
         const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
         std::vector<Value*> arow(static_cast<std::size_t>(rows));
@@ -444,9 +502,10 @@ private:
         // Partial sums of this tile: row (ir + r), columns jr.. of the panel.
         Value* ctile = elem(cacc_, b_.CreateAdd(b_.CreateMul(ir, nce_), t.jr));
         auto cptr = [&](int r, int v) { return elem(ctile, b_.CreateAdd(b_.CreateMul(i64(r), nce_), i64(v * vw_))); };
+        Value* zero = llvm::ConstantAggregateZero::get(vt_);
 
-        // Initial accumulators: zero on the first depth block, else the partial sums.
-        std::vector<Value*> acc(nacc);
+        // Initial accumulators: zero on the first depth block, else the partial sums (set 0).
+        std::vector<Value*> acc(nacc * static_cast<std::size_t>(sets), zero);
         {
             auto* pre = b_.GetInsertBlock();
             auto* load_bb = block_named("micro.load");
@@ -460,7 +519,6 @@ private:
             auto* load_end = b_.GetInsertBlock();
             b_.CreateBr(init_bb);
             b_.SetInsertPoint(init_bb);
-            Value* zero = llvm::ConstantAggregateZero::get(vt_);
             for (std::size_t i = 0; i < nacc; ++i) {
                 auto* phi = b_.CreatePHI(vt_, 2);
                 phi->addIncoming(zero, pre);
@@ -469,70 +527,91 @@ private:
             }
         }
 
-        // The k loop (kc may be 0).
-        {
-            auto* pre = b_.GetInsertBlock();
-            auto* body = block_named("micro.k");
-            auto* exit = block_named("micro.k.exit");
-            b_.CreateCondBr(b_.CreateICmpSGT(t.kc, i64(0)), body, exit);
-            b_.SetInsertPoint(body);
-            auto* kk = b_.CreatePHI(b_.getInt64Ty(), 2, "kk");
-            kk->addIncoming(i64(0), pre);
-            std::vector<llvm::PHINode*> phis(nacc);
-            for (std::size_t i = 0; i < nacc; ++i) {
-                phis[i] = b_.CreatePHI(vt_, 2);
-                phis[i]->addIncoming(acc[i], pre);
-            }
-            // MR rows: the packed strip (aligned, NR apart); 1 row: packed or in place.
-            Value* bptr = rows == 1 ? elem(t.strip1, b_.CreateMul(kk, t.stride1)) : elem(t.strip, b_.CreateMul(kk, i64(nr_)));
+        // acc[set] += the products of depth index kk.
+        auto fmas = [&](std::vector<Value*>& a, int set, Value* kk) {
+            Value* bptr = elem(t.strip, b_.CreateMul(kk, i64(nr_)));
             std::vector<Value*> bv(static_cast<std::size_t>(nv_));
             for (int v = 0; v < nv_; ++v)
-                bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), rows == 1 ? ea : va);
-            std::vector<Value*> next(nacc);
+                bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), va);
             for (int r = 0; r < rows; ++r) {
-                Value* a = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), 1);
-                Value* s = b_.CreateVectorSplat(static_cast<unsigned>(vw_), a);
+                Value* av = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), 1);
+                Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), av);
                 for (int v = 0; v < nv_; ++v) {
-                    const std::size_t i = static_cast<std::size_t>(r * nv_ + v);
-                    next[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {s, bv[static_cast<std::size_t>(v)], phis[i]});
+                    const std::size_t i = static_cast<std::size_t>(set) * nacc + static_cast<std::size_t>(r * nv_ + v);
+                    a[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, bv[static_cast<std::size_t>(v)], a[i]});
                 }
             }
-            Value* kn = b_.CreateAdd(kk, i64(1), "kk.next", false, true);
-            kk->addIncoming(kn, b_.GetInsertBlock());
-            for (std::size_t i = 0; i < nacc; ++i) phis[i]->addIncoming(next[i], b_.GetInsertBlock());
+        };
+        // for (kk = from; kk < to; kk += step) acc = body(acc, kk), over phis (to - from a
+        // multiple of step, possibly 0).
+        auto kloop = [&](Value* from, Value* to, int step, const char* name) {
+            auto* pre = b_.GetInsertBlock();
+            auto* body = block_named(std::string(name));
+            auto* exit = block_named(std::string(name) + ".exit");
+            b_.CreateCondBr(b_.CreateICmpSLT(from, to), body, exit);
+            b_.SetInsertPoint(body);
+            auto* kk = b_.CreatePHI(b_.getInt64Ty(), 2, "kk");
+            kk->addIncoming(from, pre);
+            std::vector<Value*> next(acc.size());
+            std::vector<llvm::PHINode*> phis(acc.size());
+            for (std::size_t i = 0; i < acc.size(); ++i) {
+                phis[i] = b_.CreatePHI(vt_, 2);
+                phis[i]->addIncoming(acc[i], pre);
+                next[i] = phis[i];
+            }
+            for (int u = 0; u < step; ++u) fmas(next, step == 1 ? 0 : u, u == 0 ? kk : b_.CreateAdd(kk, i64(u)));
+            Value* kn = b_.CreateAdd(kk, i64(step), "kk.next", false, true);
             auto* body_end = b_.GetInsertBlock();
-            b_.CreateCondBr(b_.CreateICmpSLT(kn, t.kc), body, exit);
+            kk->addIncoming(kn, body_end);
+            for (std::size_t i = 0; i < acc.size(); ++i) phis[i]->addIncoming(next[i], body_end);
+            b_.CreateCondBr(b_.CreateICmpSLT(kn, to), body, exit);
             b_.SetInsertPoint(exit);
-            for (std::size_t i = 0; i < nacc; ++i) {
+            for (std::size_t i = 0; i < acc.size(); ++i) {
                 auto* phi = b_.CreatePHI(vt_, 2);
                 phi->addIncoming(acc[i], pre);
                 phi->addIncoming(next[i], body_end);
                 acc[i] = phi;
             }
+        };
+        if (sets > 1) {
+            Value* whole = b_.CreateMul(b_.CreateSDiv(t.kc, i64(sets)), i64(sets));
+            kloop(i64(0), whole, sets, "micro.k4");
+            kloop(whole, t.kc, 1, "micro.k1");  // the last kc mod sets indices, into set 0
+            for (int set = 1; set < sets; ++set)
+                for (std::size_t i = 0; i < nacc; ++i)
+                    acc[i] = b_.CreateFAdd(acc[i], acc[static_cast<std::size_t>(set) * nacc + i]);
+        } else {
+            kloop(i64(0), t.kc, 1, "micro.k");  // kc may be 0
         }
 
         if_else(
             t.last,
             [&] {
-                // Finished: through the stack tile into the epilogue, element by element
-                // (the column loop vectorises).
+                Value* tile_rows = elem(tile_, b_.CreateMul(trow, i64(nr_)));
                 for (int r = 0; r < rows; ++r)
                     for (int v = 0; v < nv_; ++v)
-                        b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)], elem(tile_, i64(r * nr_ + v * vw_)), va);
-                Value* col0 = b_.CreateAdd(t.jc, t.jr);
-                loop(i64(0), i64(rows), i64(1), "epi.r", [&](Value* r) {
-                    em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
-                    Value* trow = elem(tile_, b_.CreateMul(r, i64(nr_)));
-                    loop(i64(0), t.nr, i64(1), "epi.c", [&](Value* c) {
-                        em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
-                        em_.epilogue(b_.CreateAlignedLoad(t_, elem(trow, c), ea));
-                    });
-                });
+                        b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)],
+                                              elem(tile_rows, i64(r * nr_ + v * vw_)), va);
             },
             [&] {
                 for (int r = 0; r < rows; ++r)
                     for (int v = 0; v < nv_; ++v) b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)], cptr(r, v), ea);
             });
+    }
+
+    // The epilogue of `rows` finished rows of the stack tile, block rows from `row0`
+    // (element by element; the column loop vectorises).
+    void epilogue(const Tile& t, Value* row0, Value* rows) {
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        Value* col0 = b_.CreateAdd(t.jc, t.jr);
+        loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
+            em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
+            Value* trow = elem(tile_, b_.CreateMul(r, i64(nr_)));
+            loop(i64(0), t.nr, i64(1), "epi.c", [&](Value* c) {
+                em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
+                em_.epilogue(b_.CreateAlignedLoad(t_, elem(trow, c), ea));
+            });
+        });
     }
 };
 
@@ -548,7 +627,7 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 std::string gemm_settings() {
-    return "blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=2;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 

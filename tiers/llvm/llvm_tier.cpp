@@ -235,6 +235,8 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
     orc::SymbolMap runtime;
     runtime[j.lljit->mangleAndIntern(kScratchSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_scratch), flags};
     runtime[j.lljit->mangleAndIntern(kFailedSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_failed), flags};
+    runtime[j.lljit->mangleAndIntern(llvm_tier::kRowsF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::gemm_rows_f32), flags};
+    runtime[j.lljit->mangleAndIntern(llvm_tier::kRowsF64Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::gemm_rows_f64), flags};
     if (llvm::Error err = jd->define(orc::absoluteSymbols(std::move(runtime)))) {
         LlvmKernel::remove_dylib(&*jd);
         return err;
