@@ -7,8 +7,8 @@
 // first-call latency. Each shape is one graph with one op, run through an engine with the JIT
 // off (Options::jit = false), on inputs made once; the time per call includes the
 // interpreter's per-call work (negligible at these sizes). Shapes:
-//   matmul  MxKxN: 1x784x1024 (a batch-1 dense layer), 4x784x1024 and 61x784x1024 (a few
-//                  rows, and a batch that leaves rows beside the register tiles), 128x256x1024, 512x512x512,
+//   matmul  MxKxN: 1x784x1024 (a batch-1 dense layer), 4x, 8x and 61x784x1024 (a few rows,
+//                  and batches that leave rows beside the register tiles), 128x256x1024, 512x512x512,
 //                  128x768x3072 (a bert-base FFN layer at sequence length 128)
 //   conv2d        : resnet18's 64ch 56x56 3x3 (pad 1), mobilenet_v2's 32ch 112x112 3x3
 //                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
     std::vector<Case> cases;
     cases.push_back(matmul_case(1, 784, 1024, dt));
     cases.push_back(matmul_case(4, 784, 1024, dt));
+    cases.push_back(matmul_case(8, 784, 1024, dt));
     cases.push_back(matmul_case(61, 784, 1024, dt));
     cases.push_back(matmul_case(128, 256, 1024, dt));
     cases.push_back(matmul_case(512, 512, 512, dt));

@@ -52,7 +52,7 @@ TEST_CASE("threads: 16 threads, moving shapes, background compiles and evictions
     o.tier1_threshold = 2;
     o.tier2_threshold = 4;
     o.max_specializations = 4;
-    o.code_cache_bytes = 3 << 10;  // below what the traffic's versions need (tier 2 alone too): evictions happen
+    o.code_cache_bytes = 8 << 10;  // below what the traffic's versions need (tier 2 alone too): evictions happen
     Engine engine(o);
     Function f = engine.load(stress_graph());
 

@@ -154,8 +154,10 @@ struct ParamSource {
 // block of rows AND one block of columns: with cblocks = (n + col_block - 1) / col_block,
 // outer in [0, batch * blocks * cblocks) covers batch entry outer / (blocks * cblocks), the
 // rows of row block (outer / cblocks) % blocks and the columns [cb * col_block,
-// min((cb + 1) * col_block, n)) with cb = outer % cblocks (convolutions use this, so that
-// the threads split the output pixels). With im2col set, the load of B in the k loop is
+// min((cb + 1) * col_block, n)) with cb = outer % cblocks (matmuls and convolutions use
+// this, so that the threads split the columns of a product of few rows, or the output
+// pixels). A backend may run the consecutive column blocks of one row block that fall in
+// the outer indices it was given as one block (one pass of B's rows over all of them). With im2col set, the load of B in the k loop is
 // replaced by B[vk, col] as Im2col defines it (a select of a load and 0). A is dense row-major [m, k] at element offset
 // `a_offset` of buffer `a`, B dense row-major [k, n] at `b_offset` of buffer `b` (no
 // transposition: a transposed operand is materialised by an earlier group); both have type

@@ -12,8 +12,9 @@ namespace {
 
 using ir::ValueId;
 
-// Rows per outer index (one block of rows of one batch entry; src/support/limits.def).
+// Rows and columns per outer index (one block of one batch entry; src/support/limits.def).
 constexpr std::int64_t kRowBlock = limits::matmul_row_block;
+constexpr std::int64_t kColBlock = limits::matmul_col_block;
 
 }  // namespace
 
@@ -47,7 +48,7 @@ void lower_matmul(Lowering& L) {
     const ExprRef K = dim(A, ra - 1);
     const ExprRef N = has_n ? dim(B, rb - 1) : index_const(1);
     const ExprRef batch = L.product(out, 0, nbd);
-    const ExprRef blocks = ceil_div(M, kRowBlock);
+    const ExprRef blocks = ceil_div(M, kRowBlock), cblocks = ceil_div(N, kColBlock);
 
     const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
     const ExprRef bv = var(vb), iv = var(vi), jv = var(vj), kv = var(vk);
@@ -99,12 +100,15 @@ void lower_matmul(Lowering& L) {
     L.store_outputs({out}, ph);
     for (const StmtRef& s : epi) jbody.push_back(s);
 
-    const ExprRef ob = idiv(outer(), blocks);
-    const ExprRef row0 = imul(irem(outer(), blocks), index_const(kRowBlock));
-    StmtRef jl = loop(vj, index_const(0), N, std::move(jbody));
+    // outer -> (batch entry, row block, column block).
+    const ExprRef per_batch = imul(blocks, cblocks);
+    const ExprRef ob = idiv(outer(), per_batch);
+    const ExprRef row0 = imul(irem(idiv(outer(), cblocks), blocks), index_const(kRowBlock));
+    const ExprRef col0 = imul(irem(outer(), cblocks), index_const(kColBlock));
+    StmtRef jl = loop(vj, col0, imin(iadd(col0, index_const(kColBlock)), N), std::move(jbody));
     StmtRef il = loop(vi, row0, imin(iadd(row0, index_const(kRowBlock)), M), {jl});
     L.k.body = {loop(vb, ob, iadd(ob, index_const(1)), {il})};
-    L.k.extent = imul(batch, blocks);
+    L.k.extent = imul(batch, per_batch);
 
     MatmulHint h;
     h.a = abuf;
@@ -116,6 +120,7 @@ void lower_matmul(Lowering& L) {
     h.k = K;
     h.batch = batch;
     h.row_block = kRowBlock;
+    h.col_block = kColBlock;
     h.batch_var = vb;
     h.row_var = vi;
     h.col_var = vj;

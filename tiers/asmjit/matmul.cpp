@@ -196,15 +196,18 @@ public:
             ext_[p_.nparams + kBatch] = b;
             const T* a = static_cast<const T*>(bufs_[p_.a]) + kir::eval_index(p_.a_off, ext_);
             const T* bsrc = static_cast<const T*>(bufs_[p_.b]) + kir::eval_index(p_.b_off, ext_);
-            // Outer index first + rb * cblocks + cb is row block rb, column block cb.
-            for (I64 cb = 0; cb < cblocks; ++cb) {
-                const I64 rb_lo = std::max<I64>(0, ceil_div(o - first - cb, cblocks));
-                const I64 rb_hi = (last - 1 - first - cb) < 0 ? -1 : (last - 1 - first - cb) / cblocks;
-                if (rb_lo > rb_hi) continue;
-                const I64 r0 = rb_lo * p_.row_block, r1 = std::min(m_, (rb_hi + 1) * p_.row_block);
-                const I64 c0 = cb * cw, c1 = std::min(n_, c0 + cw);
-                if (r0 >= r1 || c0 >= c1) continue;
-                if (!block(a, bsrc, r0, r1, c0, c1)) return false;
+            // Outer index first + rb * cblocks + cb is row block rb, column block cb. The
+            // consecutive column blocks of one row block run as one block, and consecutive
+            // whole row blocks (every column block) as one (kir.h, MatmulHint); a depthwise
+            // block stays within one column block (its tile holds m x col_block values).
+            for (I64 q = o - first, qend = last - first; q < qend;) {
+                const I64 rb = q / cblocks, cb = q % cblocks;
+                const I64 run = depthwise_ ? 1 : std::min(qend - q, cblocks - cb);
+                const I64 rb_end = cb == 0 && run == cblocks ? rb + (qend - q) / cblocks : rb + 1;
+                const I64 r0 = rb * p_.row_block, r1 = std::min(m_, rb_end * p_.row_block);
+                const I64 c0 = cb * cw, c1 = std::min(n_, (cb + run) * cw);
+                if (r0 < r1 && c0 < c1 && !block(a, bsrc, r0, r1, c0, c1)) return false;
+                q += (rb_end - rb - 1) * cblocks + run;
             }
             o = last;
         }

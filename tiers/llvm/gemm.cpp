@@ -143,7 +143,14 @@ public:
         bp_ = b_.CreateGEP(i8, base, pad, "gemm.bp");
         cacc_ = b_.CreateGEP(t_, bp_, bp_elems, "gemm.cacc");
 
-        loop(begin, b_.CreateSelect(failed, begin, end), i64(1), "gemm.outer", [&](Value* outer) { block(outer); });
+        // Outer indices [begin, end): the consecutive column blocks of one row block in the
+        // range run as one block (kir.h, MatmulHint).
+        Value* stop = b_.CreateSelect(failed, begin, end);
+        loop_by(begin, stop, "gemm.outer", [&](Value* outer) {
+            Value* run = smin(b_.CreateSub(stop, outer), b_.CreateSub(cblocks_, b_.CreateSRem(outer, cblocks_)));
+            block(outer, run);
+            return run;
+        });
     }
 
 private:
@@ -216,6 +223,21 @@ private:
         b_.SetInsertPoint(exit);
     }
 
+    // for (iv = begin; iv < end; iv += body(iv)): body returns a positive step.
+    template <class F> void loop_by(Value* begin, Value* end, const std::string& name, F body) {
+        auto* pre = b_.GetInsertBlock();
+        auto* head = block_named(name);
+        auto* exit = block_named(name + ".exit");
+        b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+        b_.SetInsertPoint(head);
+        auto* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name + ".iv");
+        iv->addIncoming(begin, pre);
+        Value* next = b_.CreateAdd(iv, body(iv), name + ".next", false, true);
+        iv->addIncoming(next, b_.GetInsertBlock());
+        b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        b_.SetInsertPoint(exit);
+    }
+
     template <class F> void if_then(Value* cond, F then) {
         auto* yes = block_named("if.then");
         auto* done = block_named("if.end");
@@ -257,8 +279,9 @@ private:
         return phi;
     }
 
-    // One outer index: rows [i0, i0 + rows) and columns [j0, j1) of batch entry `bidx`.
-    void block(Value* outer) {
+    // Outer indices [outer, outer + run), column blocks of one row block: rows [i0, i0 + rows)
+    // and columns [j0, j1) of batch entry `bidx`.
+    void block(Value* outer, Value* run) {
         Value* per_batch = b_.CreateMul(blocks_, cblocks_);
         Value* bidx = b_.CreateSDiv(outer, per_batch);
         Value* i0 = b_.CreateMul(b_.CreateSRem(b_.CreateSDiv(outer, cblocks_), blocks_), i64(h_.row_block));
@@ -267,7 +290,7 @@ private:
         Value* j1 = n_;
         if (h_.col_block > 0) {
             j0 = b_.CreateMul(b_.CreateSRem(outer, cblocks_), i64(h_.col_block));
-            j1 = smin(b_.CreateAdd(j0, i64(h_.col_block)), n_);
+            j1 = smin(b_.CreateAdd(j0, b_.CreateMul(run, i64(h_.col_block))), n_);
         }
         em_.bind_var(h_.batch_var, bidx);
         Value* ab = selem(da_, a_, em_.index(h_.a_offset));
