@@ -27,6 +27,9 @@ struct Options {
     std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, cuda, hip
     std::string dump_dir = ".";              // KILN_DUMP_DIR
     std::string trace_file;                  // KILN_TRACE: Chrome-trace JSON path
+    // KILN_CPU_ISA (auto, avx2, avx512) caps the instruction set of every CPU kernel: it is
+    // process-wide, read once from the environment when the first kernel runs, so it is not
+    // a field here (see cpu_isa()); from_env() rejects a malformed value.
 
     // Reads the KILN_* variables over the defaults; throws kiln::Error naming the variable,
     // the value and what is accepted when a value is malformed.
@@ -36,5 +39,9 @@ struct Options {
     bool dumps(const std::string& what) const;  // is `what` listed in dump?
     std::string to_string() const;              // "jit=1 tier1_threshold=2 ..."
 };
+
+// The instruction set the CPU kernels of every tier use in this process: "avx512", "avx2" or
+// "portable" (the host's best, capped by KILN_CPU_ISA).
+const char* cpu_isa();
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 #include <kiln/options.h>
 
+#include "src/cpu/gemm.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 
@@ -66,9 +67,15 @@ Options Options::from_env() {
 #define KILN_FLAG(var, field, kind, accepted)                      \
     if (const char* v = std::getenv(#var)) parse_into(#var, v, accepted, o.field);
 #include "jit/api/env_flags.def"
+    // KILN_CPU_ISA is process-wide (src/cpu/gemm.h reads it once); checked here so that a
+    // malformed value is an error, not silently no cap.
+    if (const char* v = std::getenv("KILN_CPU_ISA"); v && !cpu::parse_cpu_isa_cap(v))
+        bad("KILN_CPU_ISA", v, "auto, avx2 or avx512");
     o.validate();
     return o;
 }
+
+const char* cpu_isa() { return cpu::cpu_isa_name(cpu::kernel_cpu_isa()); }
 
 void Options::validate() const {
     check_min("KILN_TIER1_THRESHOLD", tier1_threshold, 0, "an integer >= 0");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -158,7 +159,19 @@ CpuIsa host_cpu_isa() {
 
 CpuIsa cap_cpu_isa(CpuIsa want) { return std::min(want, host_cpu_isa()); }
 
-CpuIsa kernel_cpu_isa() { return host_cpu_isa(); }
+std::optional<CpuIsa> parse_cpu_isa_cap(std::string_view text) {
+    if (text.empty() || text == "auto" || text == "avx512") return CpuIsa::avx512;
+    if (text == "avx2") return CpuIsa::avx2;
+    return std::nullopt;
+}
+
+CpuIsa kernel_cpu_isa() {
+    static const CpuIsa isa = [] {
+        const char* v = std::getenv("KILN_CPU_ISA");
+        return cap_cpu_isa(parse_cpu_isa_cap(v ? v : "").value_or(CpuIsa::avx512));
+    }();
+    return isa;
+}
 
 template <class T> const SimdKernels<T>& simd_kernels(CpuIsa isa) {
     [[maybe_unused]] const CpuIsa use = cap_cpu_isa(isa);

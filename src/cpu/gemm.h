@@ -7,8 +7,8 @@
 // instruction set with function-level target options (simd_avx2.cpp: AVX2 + FMA;
 // simd_avx512.cpp: AVX-512F) and chosen at run time from what the CPU reports
 // (host_cpu_isa), with portable C++ kernels (gemm.cpp) as the fallback and on other
-// architectures. Every entry point takes the instruction set as a parameter, so a cap such
-// as DESIGN.md's KILN_CPU_ISA can be passed in; the tiers use kernel_cpu_isa().
+// architectures. Every entry point takes the instruction set as a parameter; the tiers use
+// kernel_cpu_isa(), the host's capped by KILN_CPU_ISA.
 //
 // GEMM layout (as in BLIS / GotoBLAS): C += A * B for row-major blocks. For each block of
 // KC rows of B and NC columns, B is packed into panels of NR columns (kc x NR, zero padded);
@@ -17,6 +17,8 @@
 // most 4 rows a panel of B would be used once: B is then streamed row by row, unpacked,
 // against those rows (a batch-1 dense layer is such a product).
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace kiln::cpu {
 
@@ -25,7 +27,13 @@ enum class CpuIsa : std::uint8_t { portable, avx2, avx512 };
 const char* cpu_isa_name(CpuIsa isa);   // "portable", "avx2", "avx512"
 CpuIsa host_cpu_isa();                  // the best this CPU and OS run (asked once)
 CpuIsa cap_cpu_isa(CpuIsa want);        // want, lowered to what the host runs
-// The instruction set the tiers' kernels use: host_cpu_isa() (no cap is wired yet).
+// A value of KILN_CPU_ISA as a cap: "auto" and "" -> avx512 (no cap), "avx2", "avx512";
+// nullopt for anything else.
+std::optional<CpuIsa> parse_cpu_isa_cap(std::string_view text);
+// The instruction set every tier's CPU code uses (the interpreter's and tier 1's kernels,
+// tier 1's and tier 2's generated code): host_cpu_isa() capped by the KILN_CPU_ISA
+// environment variable, read once per process (a malformed value caps nothing here;
+// kiln::Options::from_env reports it).
 CpuIsa kernel_cpu_isa();
 
 // The largest register tile height of any kernel (AVX-512: 12 rows).

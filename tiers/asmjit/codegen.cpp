@@ -5,6 +5,8 @@
 
 #include "tiers/asmjit/gen_p.h"
 
+#include "src/cpu/gemm.h"
+
 #include <asmjit/x86.h>
 
 #include <atomic>
@@ -49,7 +51,8 @@ HostIsa host_isa() {
 #if defined(__x86_64__) || defined(_M_X64)
         const auto& f = aj::CpuInfo::host().features().x86();
         h.usable = f.hasAVX2() && f.hasFMA();
-        h.avx512 = h.usable && f.hasAVX512_F();
+        // KILN_CPU_ISA=avx2 keeps the code at 256 bits on an AVX-512 host.
+        h.avx512 = h.usable && f.hasAVX512_F() && cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512;
 #endif
         return h;
     }();

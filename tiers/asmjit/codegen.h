@@ -17,7 +17,7 @@ namespace kiln::tiers::asmjit_tier {
 
 struct HostIsa {
     bool usable = false;  // x86-64 with AVX2 and FMA (what every generated kernel needs)
-    bool avx512 = false;  // AVX-512F: zmm vector loops with mask registers
+    bool avx512 = false;  // AVX-512F, and KILN_CPU_ISA allows it: zmm vector loops with mask registers
 };
 HostIsa host_isa();
 

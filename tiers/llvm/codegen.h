@@ -41,7 +41,7 @@ struct CodegenError {
 
 struct CodegenTarget {
     std::string cpu, features;  // function attributes "target-cpu" / "target-features"
-    bool prefer_512 = false;    // "prefer-vector-width"="512" (hosts with AVX-512)
+    bool prefer_512 = false;    // "prefer-vector-width"="512" (hosts with AVX-512 that KILN_CPU_ISA does not cap)
 };
 
 // What the blocked GEMM emitter (gemm.cpp) needs from the KIR generator (codegen.cpp),

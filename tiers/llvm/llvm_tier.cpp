@@ -10,6 +10,7 @@
 #include "tiers/llvm/codegen.h"
 #include "tiers/test_hook.h"
 
+#include "src/cpu/gemm.h"
 #include "src/support/hash.h"
 
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -103,9 +104,21 @@ Jit& jit() {
             return p;
         }
         jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+        // KILN_CPU_ISA=avx2 on an AVX-512 host: the code keeps to AVX2 (every 512-bit
+        // extension off, over what the CPU name implies).
+        if (cpu::kernel_cpu_isa() != cpu::CpuIsa::avx512) {
+            for (const auto& f : llvm::sys::getHostCPUFeatures()) {
+                const llvm::StringRef name = f.first();
+                if (f.second && (name.starts_with("avx512") || name.starts_with("avx10") || name.starts_with("amx") ||
+                                 name == "evex512"))
+                    jtmb->getFeatures().AddFeature(name, false);
+            }
+        }
         p->target.cpu = jtmb->getCPU();
         p->target.features = jtmb->getFeatures().getString();
-        p->target.prefer_512 = p->target.features.find("+avx512f") != std::string::npos;
+        // (The features string keeps the host's "+avx512f" before a cap's "-avx512f".)
+        p->target.prefer_512 = cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512 &&
+                               p->target.features.find("+avx512f") != std::string::npos;
         p->jtmb = *jtmb;
         auto lljit = orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
         if (!lljit) {
@@ -372,7 +385,7 @@ std::string llvm_host_description() {
         std::sort(feats.begin(), feats.end());
         std::string out = cpu + ";";
         for (std::size_t i = 0; i < feats.size(); ++i) out += (i ? "," : "") + feats[i];
-        return out;
+        return out + ";isa=" + cpu::cpu_isa_name(cpu::kernel_cpu_isa());
     }();
     return text;
 }
