@@ -1,6 +1,6 @@
 // Test helpers of the reference (see reference.h) that need no test framework: tolerances,
 // value comparisons, engine options, the shared tier-0 engine, inputs. Linked by kiln_tests
-// and by programs without doctest; the doctest helpers are in reference_check.cpp.
+// and by the fuzz targets (tests/fuzz/); the doctest helpers are in reference_check.cpp.
 #include "reference.h"
 
 #include <algorithm>
