@@ -94,6 +94,21 @@ TEST_CASE("factories reject shapes whose element count or byte size overflows") 
     expect_error("row-major strides overflow", [&] { Tensor::zeros(big_zero); }, {"[0,1099511627776,1099511627776]"});
 }
 
+TEST_CASE("to_string of a huge view reads only the elements it prints (found by fuzz_shapes)") {
+    // 2^62 elements: to_doubles overflows int64 bytes; [2, 2^40]: 16 TiB of doubles.
+    const Tensor huge = Tensor::full({1}, 2.5).broadcast_to({P(31), P(31)});
+    CHECK(huge.to_string(3) == "Tensor(f32[2147483648,2147483648], [2.5, 2.5, 2.5, ...])");
+    const Tensor big = Tensor::full({2, 1}, 1.0, DType::i32).broadcast_to({2, P(40)});
+    CHECK(big.to_string(2) == "Tensor(i32[2,1099511627776], [1, 1, ...])");
+    CHECK(big.to_string(0) == "Tensor(i32[2,1099511627776], [...])");
+    // Row-major order through a strided view; every element when there are few enough.
+    const Tensor t = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, {2, 3}).transpose(0, 1);
+    CHECK(t.to_string() == "Tensor(f32[3,2], [0, 3, 1, 4, 2, 5])");
+    CHECK(t.to_string(4) == "Tensor(f32[3,2], [0, 3, 1, 4, ...])");
+    CHECK(Tensor::full({}, 7.0).to_string() == "Tensor(f32[], [7])");
+    CHECK(Tensor::zeros({0, 3}).to_string() == "Tensor(f32[0,3], [])");
+}
+
 TEST_CASE("wrap and wrap_strided reject overflowing shapes and strides") {
     float v[4] = {1, 2, 3, 4};
     expect_error("wrap_strided [2^40,2^40] stride 0", [&] { Tensor::wrap_strided(v, {P(40), P(40)}, {0, 0}, DType::f32); },

@@ -114,6 +114,8 @@ public:
     // Copies the values of `src` (same shape; dtype converted) into this tensor's elements.
     void copy_from(const Tensor& src) const;
 
+    // "Tensor(f32[2,3], [1, 2, ...])": the first max_elements values in row-major order (only
+    // those are read, so a huge broadcast view prints too).
     std::string to_string(std::int64_t max_elements = 32) const;
 
     // Internal: the storage; used by Kiln's runtime.

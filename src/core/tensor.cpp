@@ -357,11 +357,16 @@ Tensor Tensor::reshape(const Shape& shape) const {
 std::string Tensor::to_string(std::int64_t max_elements) const {
     if (!defined()) return "Tensor(undefined)";
     std::ostringstream os;
-    os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_);
-    std::vector<double> v = to_doubles();
-    os << ", [";
-    for (std::int64_t i = 0; i < std::min<std::int64_t>(numel(), max_elements); ++i) os << (i ? ", " : "") << v[i];
-    if (numel() > max_elements) os << ", ...";
+    os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_) << ", [";
+    // Reads only the elements it prints: a valid view may hold far more than memory (a
+    // broadcast of one value to [2^31,2^31]).
+    const std::int64_t n = numel(), shown = std::clamp<std::int64_t>(max_elements, 0, n);
+    std::vector<std::int64_t> index(shape_.size(), 0);
+    for (std::int64_t i = 0; i < shown; ++i) {
+        os << (i ? ", " : "") << item(index);
+        for (std::size_t d = index.size(); d-- > 0 && ++index[d] == shape_[d];) index[d] = 0;  // the next in row-major order
+    }
+    if (n > shown) os << (shown ? ", ..." : "...");
     os << "])";
     return os.str();
 }
