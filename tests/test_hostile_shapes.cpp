@@ -94,6 +94,15 @@ TEST_CASE("factories reject shapes whose element count or byte size overflows") 
     expect_error("row-major strides overflow", [&] { Tensor::zeros(big_zero); }, {"[0,1099511627776,1099511627776]"});
 }
 
+TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel 0 (found by fuzz_shapes)") {
+    // The product of the dims before the zero overflows: numel must not compute it in int64
+    // (undefined behaviour, which UBSan reports).
+    CHECK(Tensor::zeros({P(40), P(40), 0, 0}).numel() == 0);
+    float v[1] = {0};
+    const Tensor w = Tensor::wrap_strided(v, {P(40), P(40), 0, 0}, {9, 0, 1, 3}, DType::f32);
+    CHECK(w.numel() == 0);
+}
+
 TEST_CASE("to_string of a huge view reads only the elements it prints (found by fuzz_shapes)") {
     // 2^62 elements: to_doubles overflows int64 bytes; [2, 2^40]: 16 TiB of doubles.
     const Tensor huge = Tensor::full({1}, 2.5).broadcast_to({P(31), P(31)});

@@ -169,12 +169,14 @@ std::int64_t Tensor::dim(std::int64_t i) const {
     return shape_[norm_axis(i, rank(), "Tensor::dim")];
 }
 // Every tensor's element count fits in int64 (the factories and views check it), so the
-// product needs no check here (numel is on every kernel's path).
+// product needs no check here (numel is on every kernel's path). It is taken in uint64, where
+// wrapping is defined: with a zero dim, the other dims' product may overflow ([2^40,2^40,0]),
+// and the result is still exact (0).
 std::int64_t Tensor::numel() const {
     if (!storage_) return 0;
-    std::int64_t n = 1;
-    for (auto d : shape_) n *= d;
-    return n;
+    std::uint64_t n = 1;
+    for (auto d : shape_) n *= static_cast<std::uint64_t>(d);
+    return static_cast<std::int64_t>(n);
 }
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 bool Tensor::is_contiguous() const {
