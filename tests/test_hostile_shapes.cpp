@@ -94,13 +94,20 @@ TEST_CASE("factories reject shapes whose element count or byte size overflows") 
     expect_error("row-major strides overflow", [&] { Tensor::zeros(big_zero); }, {"[0,1099511627776,1099511627776]"});
 }
 
-TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel 0 (found by fuzz_shapes)") {
-    // The product of the dims before the zero overflows: numel must not compute it in int64
-    // (undefined behaviour, which UBSan reports).
-    CHECK(Tensor::zeros({P(40), P(40), 0, 0}).numel() == 0);
+TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel 0 and copies (found by fuzz_shapes)") {
+    // The product of the dims before the zero overflows: numel and the strided copies must not
+    // compute it in int64 (undefined behaviour, which UBSan reports).
+    const Tensor z = Tensor::zeros({P(40), P(40), 0, 0});
+    CHECK(z.numel() == 0);
     float v[1] = {0};
-    const Tensor w = Tensor::wrap_strided(v, {P(40), P(40), 0, 0}, {9, 0, 1, 3}, DType::f32);
-    CHECK(w.numel() == 0);
+    for (const auto& strides : {std::vector<std::int64_t>{9, 0, 1, 3}, std::vector<std::int64_t>{4, 5, 4, 2}}) {
+        const Tensor w = Tensor::wrap_strided(v, {P(40), P(40), 0, 0}, strides, DType::f32);
+        CHECK(w.numel() == 0);
+        CHECK(w.to_doubles().empty());
+        CHECK(w.clone().numel() == 0);
+        CHECK(w.astype(DType::bf16).numel() == 0);
+        w.copy_from(z);
+    }
 }
 
 TEST_CASE("to_string of a huge view reads only the elements it prints (found by fuzz_shapes)") {
