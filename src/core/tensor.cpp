@@ -99,7 +99,12 @@ Tensor filled(Tensor t, double value) {
 }
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return dense(shape, dtype, device, "Tensor::empty"); }
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+    Tensor t = dense(shape, dtype, device, "Tensor::empty");
+    // A bool's byte must be 0 or 1 (reading another is undefined), which fresh memory is not.
+    if (dtype == DType::boolean) std::memset(t.data(), 0, t.storage_->bytes);
+    return t;
+}
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
     Tensor t = dense(shape, dtype, device, "Tensor::zeros");
     std::memset(t.data(), 0, t.storage_->bytes);
