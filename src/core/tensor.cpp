@@ -268,12 +268,13 @@ double Tensor::item(const std::vector<std::int64_t>& index) const {
     require_defined(*this, "Tensor::item");
     KILN_USER_CHECK(static_cast<std::int64_t>(index.size()) == rank(),
                     "Tensor::item: expected " << rank() << " indices, got " << index.size());
-    std::int64_t off = 0;
-    for (std::size_t i = 0; i < index.size(); ++i) {
+    for (std::size_t i = 0; i < index.size(); ++i)
         KILN_USER_CHECK(index[i] >= 0 && index[i] < shape_[i],
                         "Tensor::item: index " << index[i] << " out of range for axis " << i << " of size " << shape_[i]);
-        off += index[i] * strides_[i];
-    }
+    // Only now: the element exists, so its offset lies in the storage (a zero-size tensor's
+    // strides may be huge, and index * stride overflow before a later axis of 0 rejects it).
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < index.size(); ++i) off += index[i] * strides_[i];
     return core::load_double(static_cast<const char*>(data()) + off * static_cast<std::int64_t>(dtype_size(dtype_)),
                              dtype_);
 }
