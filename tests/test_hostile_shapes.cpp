@@ -109,6 +109,12 @@ TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel
         CHECK(w.astype(DType::bf16).numel() == 0);
         w.copy_from(z);
     }
+    // A zero-size view is contiguous whatever its strides, so reshape gives a view and
+    // contiguous() the tensor itself (a copy of [0,2^40,2^40] cannot be made).
+    const Tensor e = Tensor::wrap_strided(v, {0, P(40), P(40)}, {0, 0, 2}, DType::f32);
+    CHECK(e.is_contiguous());
+    CHECK(e.reshape({0}).shares_storage(e));
+    CHECK(e.contiguous().shares_storage(e));
     // item checks every index before it computes an offset: 2^39 * the stride of axis 0
     // (2^40) overflows, and axis 2 rejects the index anyway.
     expect_error("item of a zero-size tensor", [&] { (void)z.item({P(39), 5, 0, 0}); }, {"out of range for axis 2 of size 0"});

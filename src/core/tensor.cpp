@@ -185,10 +185,13 @@ std::int64_t Tensor::numel() const {
 }
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 bool Tensor::is_contiguous() const {
+    // No elements, nothing to lay out, whatever the strides (a copy of [0,2^40,2^40] could not
+    // even be made: its row-major strides overflow).
+    for (auto d : shape_)
+        if (d == 0) return true;
     std::int64_t expected = 1;
     for (std::size_t i = shape_.size(); i-- > 0;) {
         if (shape_[i] == 1) continue;
-        if (shape_[i] == 0) return true;
         if (strides_[i] != expected) return false;
         expected *= shape_[i];
     }
