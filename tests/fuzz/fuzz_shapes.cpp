@@ -80,9 +80,9 @@ bool overlaps(const Tensor& t) {
 }
 
 // Checks that `outcome` (true: returned) is what the rules expect.
-void expect_outcome(bool returned, bool valid, const std::string& what) {
-    KILN_FUZZ_LOG(what << (returned ? ": returned" : ": kiln::Error"));
-    KILN_FUZZ_CHECK(returned == valid, what << (valid ? " threw kiln::Error on a valid request"
+void expect_outcome(bool returned, bool valid, const std::string& what, const std::string& error = "") {
+    KILN_FUZZ_LOG(what << (returned ? ": returned" : ": kiln::Error: " + error));
+    KILN_FUZZ_CHECK(returned == valid, what << (valid ? " threw kiln::Error on a valid request: " + error
                                                       : " returned on a request the size rules reject"));
 }
 
@@ -139,6 +139,7 @@ Subject make_dense(Bytes& in, int kind) {
         return s;
     }
     const double value = in.value();
+    std::string error;
     const bool ok = attempt("factory", [&] {
         switch (kind) {
         case 0: s.t = Tensor::empty(shape, dt); break;
@@ -154,8 +155,8 @@ Subject make_dense(Bytes& in, int kind) {
             break;
         }
         }
-    });
-    expect_outcome(ok, dense_fits(shape, dt), "factory " + std::to_string(kind) + " of " + str(shape));
+    }, &error);
+    expect_outcome(ok, dense_fits(shape, dt), "factory " + std::to_string(kind) + " of " + str(shape), error);
     if (!ok) return s;
     KILN_FUZZ_CHECK(s.t.shape() == shape && s.t.is_contiguous() && s.t.offset() == 0, "a factory's tensor " << str(shape));
     if (shadowable(shape)) {
@@ -182,10 +183,11 @@ Subject make_wrap(Bytes& in, bool strided) {
     const std::int64_t span = st.size() == shape.size() && count(shape) >= 0 ? span_bytes(shape, st, dt) : -1;
     const bool valid = (strided || dense_fits(shape, dt)) && span >= 0 &&
                        std::none_of(st.begin(), st.end(), [](std::int64_t x) { return x < 0; });
+    std::string error;
     const bool ok = attempt("wrap", [&] {
         s.t = strided ? Tensor::wrap_strided(s.buffer.data(), shape, st, dt) : Tensor::wrap(s.buffer.data(), shape, dt);
-    });
-    expect_outcome(ok, valid, std::string(strided ? "wrap_strided " : "wrap ") + str(shape) + " strides " + str(st));
+    }, &error);
+    expect_outcome(ok, valid, std::string(strided ? "wrap_strided " : "wrap ") + str(shape) + " strides " + str(st), error);
     if (!ok) return s;
     s.readable = span <= kBufferElems * static_cast<std::int64_t>(dtype_size(dt));
     if (s.readable && shadowable(shape)) {  // the values, read from the buffer by hand
@@ -245,14 +247,14 @@ void step(Bytes& in, Subject& s) {
     Tensor out;
     bool valid = def, returned = false;
     std::optional<ref::RTensor> shadow;
-    std::string what;
+    std::string what, error;
     switch (op) {
     case 0: {
         const Shape to = reshape_target(in, t);
         what = "reshape to " + str(to);
         valid = valid && count(to) == t.numel() && dense_fits(to, DType::i8);
         if (valid && !t.is_contiguous() && !can_copy) return;  // the copy it makes is not allowed here
-        returned = attempt(what, [&] { out = t.reshape(to); });
+        returned = attempt(what, [&] { out = t.reshape(to); }, &error);
         if (returned && s.shadow && shadowable(out.shape())) shadow = ref::reshape(*s.shadow, to);
         break;
     }
@@ -264,7 +266,7 @@ void step(Bytes& in, Subject& s) {
             const std::int64_t d = t.shape()[i], w = to[to.size() - t.shape().size() + i];
             valid = d == w || d == 1;
         }
-        returned = attempt(what, [&] { out = t.broadcast_to(to); });
+        returned = attempt(what, [&] { out = t.broadcast_to(to); }, &error);
         if (returned && s.shadow && shadowable(to)) shadow = ref::broadcast_to(*s.shadow, to);
         break;
     }
@@ -278,7 +280,7 @@ void step(Bytes& in, Subject& s) {
             if (valid) seen[static_cast<std::size_t>(norm(a, r))] = true;
         }
         what = "permute " + str(perm);
-        returned = attempt(what, [&] { out = t.permute(perm); });
+        returned = attempt(what, [&] { out = t.permute(perm); }, &error);
         if (returned && s.shadow && shadowable(out.shape())) shadow = ref::permute(*s.shadow, perm);
         break;
     }
@@ -286,7 +288,7 @@ void step(Bytes& in, Subject& s) {
         const std::int64_t a = axis_in(in, r), b = axis_in(in, r);
         what = "transpose " + std::to_string(a) + " " + std::to_string(b);
         valid = valid && axis_ok(a, r) && axis_ok(b, r);
-        returned = attempt(what, [&] { out = t.transpose(a, b); });
+        returned = attempt(what, [&] { out = t.transpose(a, b); }, &error);
         if (returned && s.shadow && shadowable(out.shape())) shadow = ref::transpose(*s.shadow, a, b);
         break;
     }
@@ -302,7 +304,7 @@ void step(Bytes& in, Subject& s) {
             std::int64_t st = 0;
             valid = len <= 1 || !__builtin_mul_overflow(t.strides()[static_cast<std::size_t>(norm(a, r))], stp, &st);
         }
-        returned = attempt(what, [&] { out = t.slice(a, b, e, stp); });
+        returned = attempt(what, [&] { out = t.slice(a, b, e, stp); }, &error);
         if (returned && s.shadow && shadowable(out.shape()))
             shadow = ref::slice(*s.shadow, a, b, e, std::min<std::int64_t>(stp, std::max<std::int64_t>(1, s.shadow->shape[static_cast<std::size_t>(norm(a, r))])));
         break;
@@ -311,7 +313,7 @@ void step(Bytes& in, Subject& s) {
         const std::int64_t a = axis_in(in, r + 1);
         what = "unsqueeze " + std::to_string(a);
         valid = valid && axis_ok(a, r + 1);
-        returned = attempt(what, [&] { out = t.unsqueeze(a); });
+        returned = attempt(what, [&] { out = t.unsqueeze(a); }, &error);
         if (returned && s.shadow && shadowable(out.shape())) shadow = ref::unsqueeze(*s.shadow, {a});
         break;
     }
@@ -319,7 +321,7 @@ void step(Bytes& in, Subject& s) {
         const std::int64_t a = axis_in(in, r);
         what = "squeeze " + std::to_string(a);
         valid = valid && axis_ok(a, r) && t.shape()[static_cast<std::size_t>(norm(a, r))] == 1;
-        returned = attempt(what, [&] { out = t.squeeze(a); });
+        returned = attempt(what, [&] { out = t.squeeze(a); }, &error);
         if (returned && s.shadow && shadowable(out.shape())) shadow = ref::squeeze(*s.shadow, {a});
         break;
     }
@@ -330,7 +332,7 @@ void step(Bytes& in, Subject& s) {
         what = op == 8 ? "astype " + std::string(dtype_name(to)) : clone ? "clone" : "contiguous";
         valid = valid && dense_fits(t.shape(), to);
         if (valid && !can_copy) return;
-        returned = attempt(what, [&] { out = op == 8 ? t.astype(to) : clone ? t.clone() : t.contiguous(); });
+        returned = attempt(what, [&] { out = op == 8 ? t.astype(to) : clone ? t.clone() : t.contiguous(); }, &error);
         if (returned) {
             KILN_FUZZ_CHECK(out.is_contiguous() && out.dtype() == to && out.shape() == t.shape(), what << " of " << str(t.shape()));
             if (s.shadow) shadow = op == 8 ? ref::RTensor{out.shape(), out.to_doubles()} : *s.shadow;
@@ -346,9 +348,9 @@ void step(Bytes& in, Subject& s) {
         if (valid && !s.readable) return;
         double v = 0;
         what = "item " + str(idx);
-        returned = attempt(what, [&] { v = t.item(idx); });
+        returned = attempt(what, [&] { v = t.item(idx); }, &error);
         if (returned && s.shadow) KILN_FUZZ_CHECK(same(v, s.shadow->at(idx)), what << " of " << str(t.shape()) << " is " << v);
-        expect_outcome(returned, valid, what);
+        expect_outcome(returned, valid, what, error);
         return;
     }
     case 10: {  // to_doubles and to_string read every element, or the first few
@@ -370,8 +372,8 @@ void step(Bytes& in, Subject& s) {
         if (overlaps(t) || !small(from) || !dense_fits(from, dt)) return;
         const Tensor src = Tensor::full(from, in.value(), dt);
         what = "copy_from " + str(from);
-        returned = attempt(what, [&] { t.copy_from(src); });
-        expect_outcome(returned, from == t.shape(), what + " into " + str(t.shape()));
+        returned = attempt(what, [&] { t.copy_from(src); }, &error);
+        expect_outcome(returned, from == t.shape(), what + " into " + str(t.shape()), error);
         if (returned && s.shadow) s.shadow = ref::RTensor{t.shape(), src.astype(t.dtype()).to_doubles()};
         check_invariants(s, what);
         return;
@@ -380,13 +382,13 @@ void step(Bytes& in, Subject& s) {
         if (!def) return;
         what = "unsqueeze(0).squeeze(0)";
         valid = true;
-        returned = attempt(what, [&] { out = t.unsqueeze(0).squeeze(0); });
+        returned = attempt(what, [&] { out = t.unsqueeze(0).squeeze(0); }, &error);
         if (returned) KILN_FUZZ_CHECK(out.shape() == t.shape() && out.strides() == t.strides(), what);
         shadow = s.shadow;
         break;
     }
     }
-    expect_outcome(returned, valid, what + " of " + (def ? str(t.shape()) + " strides " + str(t.strides()) : "an undefined tensor"));
+    expect_outcome(returned, valid, what + " of " + (def ? str(t.shape()) + " strides " + str(t.strides()) : "an undefined tensor"), error);
     if (!returned) return;
     s.t = out;
     s.shadow = shadow;
