@@ -115,6 +115,12 @@ TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel
     CHECK(e.is_contiguous());
     CHECK(e.reshape({0}).shares_storage(e));
     CHECK(e.contiguous().shares_storage(e));
+    // A slice of it starting far along axis 0 does not move the (absent) first element:
+    // (2^40 - 5) * the stride of axis 0 (2^40) overflows.
+    const Tensor sl = z.slice(0, P(40) - 5, P(40));
+    CHECK(sl.shape() == Shape{5, P(40), 0, 0});
+    CHECK(sl.numel() == 0);
+    CHECK(sl.offset() == 0);
     // item checks every index before it computes an offset: 2^39 * the stride of axis 0
     // (2^40) overflows, and axis 2 rejects the index anyway.
     expect_error("item of a zero-size tensor", [&] { (void)z.item({P(39), 5, 0, 0}); }, {"out of range for axis 2 of size 0"});

@@ -318,7 +318,11 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, st
     s[axis] = len;
     // With two or more elements, step < n, so the new stride stays inside the storage.
     if (len > 1) st[axis] = support::checked_mul(strides_[axis], step, "Tensor::slice: the stride");
-    return Tensor(storage_, s, st, offset_ + (len ? b * strides_[axis] : 0), dtype_);
+    // The first element moves only when the view has one (then it lies in the storage); a
+    // zero-size tensor's b * stride may overflow ([2^40,2^40,0] has strides [2^40,1,1]).
+    bool none = len == 0;
+    for (auto d : s) none = none || d == 0;
+    return Tensor(storage_, s, st, offset_ + (none ? 0 : b * strides_[axis]), dtype_);
 }
 Tensor Tensor::broadcast_to(const Shape& shape) const {
     require_defined(*this, "Tensor::broadcast_to");
