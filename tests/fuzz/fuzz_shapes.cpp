@@ -65,6 +65,19 @@ struct Subject {
 
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
+// Whether `t` is laid out row-major: no elements, or strides that step through them in order
+// (a dim of 1 takes any stride).
+bool row_major(const Tensor& t) {
+    if (count(t.shape()) == 0) return true;
+    std::int64_t expected = 1;
+    for (std::size_t i = t.shape().size(); i-- > 0;) {
+        if (t.shape()[i] == 1) continue;
+        if (t.strides()[i] != expected) return false;
+        expected *= t.shape()[i];
+    }
+    return true;
+}
+
 // Whether two elements of `t` may share memory (then writing it has no one answer).
 bool overlaps(const Tensor& t) {
     if (t.numel() > kShadowMax) return true;
@@ -104,6 +117,7 @@ void check_invariants(const Subject& s, const std::string& what) {
         KILN_FUZZ_CHECK(t.dim(i) == sh[i] && t.dim(i - t.rank()) == sh[i] && t.strides()[i] >= 0,
                         what << ": dim or stride " << i << " of " << str(sh));
     KILN_FUZZ_CHECK(!attempt("dim", [&] { (void)t.dim(t.rank()); }), what << ": dim(rank) returned");
+    KILN_FUZZ_CHECK(t.is_contiguous() == row_major(t), what << ": is_contiguous() of " << str(sh) << " strides " << str(t.strides()));
     if (n > 0) {  // the last element lies inside the storage
         const std::int64_t span = span_bytes(sh, t.strides(), t.dtype());
         std::int64_t start = 0, end = 0;
@@ -329,12 +343,14 @@ void step(Bytes& in, Subject& s) {
     case 8: {  // clone, contiguous, astype: dense copies
         const DType to = op == 8 ? in.dtype() : t.dtype();
         const bool clone = in.flag();
+        const bool itself = op == 7 && !clone && def && row_major(t);  // contiguous() returns the tensor
         what = op == 8 ? "astype " + std::string(dtype_name(to)) : clone ? "clone" : "contiguous";
-        valid = valid && dense_fits(t.shape(), to);
-        if (valid && !can_copy) return;
+        valid = valid && (itself || dense_fits(t.shape(), to));
+        if (valid && !itself && !can_copy) return;
         returned = attempt(what, [&] { out = op == 8 ? t.astype(to) : clone ? t.clone() : t.contiguous(); }, &error);
         if (returned) {
             KILN_FUZZ_CHECK(out.is_contiguous() && out.dtype() == to && out.shape() == t.shape(), what << " of " << str(t.shape()));
+            KILN_FUZZ_CHECK(out.shares_storage(t) == itself, what << " of " << str(t.shape()) << (itself ? " copied" : " did not copy"));
             if (s.shadow) shadow = op == 8 ? ref::RTensor{out.shape(), out.to_doubles()} : *s.shadow;
         }
         break;
