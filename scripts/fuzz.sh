@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the fuzz build (build-fuzz/: clang and libFuzzer, ASan + UBSan; scripts/configure.sh
-# --fuzz) and runs its fuzz targets (tests/fuzz/, README "Fuzzing") as the ctests labelled
-# `fuzz`, each for SECONDS, then prints each run's executions. scripts/test.sh runs it with the
-# default time; give a longer one for a long run.
+# --fuzz; scripts/install_deps.sh first), runs its fuzz targets (tests/fuzz/, README "Fuzzing")
+# as the ctests labelled `fuzz`, each for SECONDS, and prints each run's executions.
+# scripts/test.sh runs it with the default time; give a longer one for a long run.
 #
 #   bash scripts/fuzz.sh                        # each target for $KILN_FUZZ_SECONDS, else 20 s
 #   bash scripts/fuzz.sh --seconds 1800         # the long mode: 30 minutes each
@@ -13,8 +13,9 @@
 #   -j, --jobs N  parallel build jobs and targets run at once (default: 2, or $KILN_JOBS)
 #   TARGET...     only these targets (fuzz_shapes, fuzz_graphs, fuzz_ir_parser)
 #
-# A finding fails its run: its input is in build-fuzz/tests/fuzz/runs/<target>/artifacts/ (rerun it
-# with `build-fuzz/tests/fuzz/<target> FILE`), the inputs found in .../runs/<target>/corpus/.
+# A finding fails its run; its input is in build-fuzz/tests/fuzz/runs/<target>/artifacts/
+# (rerun it with `build-fuzz/tests/fuzz/<target> FILE`), the inputs found in
+# build-fuzz/tests/fuzz/runs/<target>/corpus/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +43,7 @@ if [[ ${#TARGETS[@]} -gt 0 ]]; then
   FILTER=(-R "^($(IFS='|'; echo "${TARGETS[*]}"))\$")
 fi
 
+bash "$ROOT/scripts/install_deps.sh"
 bash "$ROOT/scripts/configure.sh" --fuzz "$BUILD_DIR"
 echo "==> build $BUILD_DIR (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j "$JOBS"

@@ -84,4 +84,5 @@ if [[ $FUZZ == 1 ]]; then
     echo "test.sh: the fuzz runs FAILED (build directory: $ROOT/build-fuzz; skip them with --no-fuzz)" >&2
     exit 1
   fi
+  echo "test.sh: the fuzz runs passed (build directory: $ROOT/build-fuzz)"
 fi
