@@ -33,7 +33,8 @@ if(IS_DIRECTORY "${REGRESSIONS}")
 endif()
 
 message(STATUS "fuzzing for ${seconds} s: ${FUZZER} ${args} ${dirs}")
-execute_process(COMMAND "${FUZZER}" ${args} ${dirs} RESULT_VARIABLE rc)
+math(EXPR limit "${seconds} + 300")  # past that, the run hangs (outside any one input)
+execute_process(COMMAND "${FUZZER}" ${args} ${dirs} RESULT_VARIABLE rc TIMEOUT ${limit})
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${FUZZER} exited with ${rc}: a finding (its input is in ${WORK_DIR}/artifacts/; "
                       "rerun it with `${FUZZER} <file>`)")
