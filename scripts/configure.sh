@@ -5,10 +5,17 @@
 # scripts/test.sh, scripts/quickstart.sh and scripts/bench.sh share one build/ instead of
 # rebuilding each other's.
 #   bash scripts/configure.sh BUILD_DIR [SANITIZERS]
+#   bash scripts/configure.sh --fuzz BUILD_DIR    # the fuzz build (README, "Fuzzing"): clang and
+#       libFuzzer, ASan + UBSan, the library and the fuzz targets of tests/fuzz/ only
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${1:?usage: configure.sh BUILD_DIR [SANITIZERS]}"
+FUZZ=0
+if [[ "${1:-}" == "--fuzz" ]]; then
+  FUZZ=1
+  shift
+fi
+BUILD_DIR="${1:?usage: configure.sh [--fuzz] BUILD_DIR [SANITIZERS]}"
 SANITIZE="${2:-}"
 
 # Reconfigure from scratch only if the directory was configured with another generator.
@@ -19,6 +26,19 @@ if [[ -f "$BUILD_DIR/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=
 fi
 
 echo "==> configure $BUILD_DIR"
+if [[ $FUZZ == 1 ]]; then
+  exec cmake "${FRESH[@]}" -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ \
+    -DKILN_WERROR=ON \
+    -DKILN_FUZZ=ON \
+    -DKILN_SANITIZE=address,undefined \
+    -DKILN_BUILD_TESTS=ON \
+    -DKILN_BUILD_EXAMPLES=OFF \
+    -DKILN_BUILD_BENCHMARKS=OFF \
+    -DKILN_WITH_ASMJIT=ON \
+    -DKILN_WITH_ONNX=OFF
+fi
 cmake "${FRESH[@]}" -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_WERROR=ON \

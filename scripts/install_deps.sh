@@ -17,6 +17,8 @@ PACKAGES=(
   libprotobuf-dev
   libonnx-dev
   libonnx-testdata
+  clang
+  libclang-rt-14-dev
 )
 
 is_installed() {

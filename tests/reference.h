@@ -4,7 +4,8 @@
 // attempt at speed: a reference must be obviously right. Values live in row-major
 // std::vector<double>; integer dtypes are modelled by wrapping results to the dtype's width.
 // reference.cpp: helpers, elementwise, reductions, normalisation; reference_nn.cpp: linear
-// algebra, convolution, pooling, shape ops; reference_check.cpp: the doctest helpers.
+// algebra, convolution, pooling, shape ops; reference_setup.cpp: options, engines, inputs and
+// comparisons without a test framework; reference_check.cpp: the doctest helpers.
 #include <kiln/kiln.h>
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -92,6 +93,60 @@ TEST_CASE("factories reject shapes whose element count or byte size overflows") 
     // Zero-size tensors stay valid, however large their other dims.
     CHECK(Tensor::empty({P(40), P(40), 0}).numel() == 0);
     expect_error("row-major strides overflow", [&] { Tensor::zeros(big_zero); }, {"[0,1099511627776,1099511627776]"});
+}
+
+TEST_CASE("a zero-size tensor whose other dims overflow int64 together has numel 0 and copies (found by fuzz_shapes)") {
+    // The product of the dims before the zero overflows: numel and the strided copies must not
+    // compute it in int64 (undefined behaviour, which UBSan reports).
+    const Tensor z = Tensor::zeros({P(40), P(40), 0, 0});
+    CHECK(z.numel() == 0);
+    float v[1] = {0};
+    for (const auto& strides : {std::vector<std::int64_t>{9, 0, 1, 3}, std::vector<std::int64_t>{4, 5, 4, 2}}) {
+        const Tensor w = Tensor::wrap_strided(v, {P(40), P(40), 0, 0}, strides, DType::f32);
+        CHECK(w.numel() == 0);
+        CHECK(w.to_doubles().empty());
+        CHECK(w.clone().numel() == 0);
+        CHECK(w.astype(DType::bf16).numel() == 0);
+        w.copy_from(z);
+    }
+    // A zero-size view is contiguous whatever its strides, so reshape gives a view and
+    // contiguous() the tensor itself (a copy of [0,2^40,2^40] cannot be made).
+    const Tensor e = Tensor::wrap_strided(v, {0, P(40), P(40)}, {0, 0, 2}, DType::f32);
+    CHECK(e.is_contiguous());
+    CHECK(e.reshape({0}).shares_storage(e));
+    CHECK(e.contiguous().shares_storage(e));
+    // A slice of it starting far along axis 0 does not move the (absent) first element:
+    // (2^40 - 5) * the stride of axis 0 (2^40) overflows.
+    const Tensor sl = z.slice(0, P(40) - 5, P(40));
+    CHECK(sl.shape() == Shape{5, P(40), 0, 0});
+    CHECK(sl.numel() == 0);
+    CHECK(sl.offset() == 0);
+    // item checks every index before it computes an offset: 2^39 * the stride of axis 0
+    // (2^40) overflows, and axis 2 rejects the index anyway.
+    expect_error("item of a zero-size tensor", [&] { (void)z.item({P(39), 5, 0, 0}); }, {"out of range for axis 2 of size 0"});
+}
+
+TEST_CASE("Tensor::empty of booleans holds valid booleans (found by fuzz_shapes)") {
+    // A large block comes back from the allocator's cache with its old bytes: 190 is no bool,
+    // and reading it as one is undefined (UBSan reports it). empty() gives false.
+    { const Tensor junk = Tensor::full({P(21)}, 190.0, DType::u8); }
+    const std::vector<double> v = Tensor::empty({P(21)}, DType::boolean).to_doubles();
+    CHECK(std::count(v.begin(), v.end(), 0.0) == P(21));
+}
+
+TEST_CASE("to_string of a huge view reads only the elements it prints (found by fuzz_shapes)") {
+    // 2^62 elements: to_doubles overflows int64 bytes; [2, 2^40]: 16 TiB of doubles.
+    const Tensor huge = Tensor::full({1}, 2.5).broadcast_to({P(31), P(31)});
+    CHECK(huge.to_string(3) == "Tensor(f32[2147483648,2147483648], [2.5, 2.5, 2.5, ...])");
+    const Tensor big = Tensor::full({2, 1}, 1.0, DType::i32).broadcast_to({2, P(40)});
+    CHECK(big.to_string(2) == "Tensor(i32[2,1099511627776], [1, 1, ...])");
+    CHECK(big.to_string(0) == "Tensor(i32[2,1099511627776], [...])");
+    // Row-major order through a strided view; every element when there are few enough.
+    const Tensor t = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, {2, 3}).transpose(0, 1);
+    CHECK(t.to_string() == "Tensor(f32[3,2], [0, 3, 1, 4, 2, 5])");
+    CHECK(t.to_string(4) == "Tensor(f32[3,2], [0, 3, 1, 4, ...])");
+    CHECK(Tensor::full({}, 7.0).to_string() == "Tensor(f32[], [7])");
+    CHECK(Tensor::zeros({0, 3}).to_string() == "Tensor(f32[0,3], [])");
 }
 
 TEST_CASE("wrap and wrap_strided reject overflowing shapes and strides") {

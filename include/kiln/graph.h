@@ -11,7 +11,7 @@
 
 namespace kiln {
 
-namespace ir { class Graph; }
+namespace ir { struct Graph; }
 
 // An input or output of a graph: its name, dtype and dims.
 struct ValueInfo {

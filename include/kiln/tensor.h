@@ -38,7 +38,9 @@ public:
     Tensor();  // undefined: defined() is false
 
     // Factories. Shapes are in elements; a zero in the shape gives an empty tensor. A shape
-    // whose element count or byte size overflows int64 throws kiln::Error naming it.
+    // whose element count or byte size overflows int64 throws kiln::Error naming it. empty()
+    // leaves the values unspecified, except that booleans are false (a boolean element is one
+    // byte, 0 or 1; memory given to wrap must hold only those too).
     static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
     static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
     static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
@@ -114,6 +116,8 @@ public:
     // Copies the values of `src` (same shape; dtype converted) into this tensor's elements.
     void copy_from(const Tensor& src) const;
 
+    // "Tensor(f32[2,3], [1, 2, ...])": the first max_elements values in row-major order (only
+    // those are read, so a huge broadcast view prints too).
     std::string to_string(std::int64_t max_elements = 32) const;
 
     // Internal: the storage; used by Kiln's runtime.

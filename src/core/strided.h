@@ -8,6 +8,8 @@
 // the work is large.
 #include <kiln/tensor.h>
 
+#include "src/support/checked.h"
+
 #include <array>
 #include <functional>
 #include <cstdint>
@@ -28,13 +30,27 @@ template <std::size_t K> struct RowPlan {
 template <std::size_t K>
 RowPlan<K> plan_rows(const Shape& shape, const std::array<const std::vector<std::int64_t>*, K>& strides) {
     RowPlan<K> p;
+    // No elements: one empty row. (The other dims of a zero-size tensor may be huge: their
+    // products need not fit in int64.)
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] == 0) {
+            p.shape = {0};
+            for (std::size_t k = 0; k < K; ++k) p.strides[k].assign(1, 0);
+            p.row_len = 0;
+            return p;
+        }
     // Drop size-1 dims; merge dim i into i+1 when every operand is contiguous across them.
+    // (A stride times its dim may overflow, e.g. i8 [2,2] with strides [1,2^62]: then they do
+    // not merge.)
     for (std::size_t d = 0; d < shape.size(); ++d) {
         if (shape[d] == 1) continue;
         if (!p.shape.empty()) {
             bool mergeable = true;
-            for (std::size_t k = 0; k < K; ++k)
-                if (p.strides[k].back() != (*strides[k])[d] * shape[d]) mergeable = false;
+            for (std::size_t k = 0; k < K; ++k) {
+                std::int64_t outer = 0;
+                if (!support::mul_fits((*strides[k])[d], shape[d], &outer) || p.strides[k].back() != outer)
+                    mergeable = false;
+            }
             if (mergeable) {
                 p.shape.back() *= shape[d];
                 for (std::size_t k = 0; k < K; ++k) p.strides[k].back() = (*strides[k])[d];
@@ -44,14 +60,10 @@ RowPlan<K> plan_rows(const Shape& shape, const std::array<const std::vector<std:
         p.shape.push_back(shape[d]);
         for (std::size_t k = 0; k < K; ++k) p.strides[k].push_back((*strides[k])[d]);
     }
-    for (std::size_t d = 0; d < shape.size(); ++d)
-        if (shape[d] == 0) p.shape = {0};
     if (p.shape.empty()) {
         p.shape.push_back(1);
         for (std::size_t k = 0; k < K; ++k) p.strides[k].push_back(0);
     }
-    if (p.shape.size() != p.strides[0].size())  // zero-size: keep the strides consistent
-        for (std::size_t k = 0; k < K; ++k) p.strides[k].assign(1, 0);
     p.row_len = p.shape.back();
     for (std::size_t d = 0; d + 1 < p.shape.size(); ++d) p.rows *= p.shape[d];
     return p;

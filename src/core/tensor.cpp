@@ -99,7 +99,12 @@ Tensor filled(Tensor t, double value) {
 }
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return dense(shape, dtype, device, "Tensor::empty"); }
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+    Tensor t = dense(shape, dtype, device, "Tensor::empty");
+    // A bool's byte must be 0 or 1 (reading another is undefined), which fresh memory is not.
+    if (dtype == DType::boolean) std::memset(t.data(), 0, t.storage_->bytes);
+    return t;
+}
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
     Tensor t = dense(shape, dtype, device, "Tensor::zeros");
     std::memset(t.data(), 0, t.storage_->bytes);
@@ -169,19 +174,24 @@ std::int64_t Tensor::dim(std::int64_t i) const {
     return shape_[norm_axis(i, rank(), "Tensor::dim")];
 }
 // Every tensor's element count fits in int64 (the factories and views check it), so the
-// product needs no check here (numel is on every kernel's path).
+// product needs no check here (numel is on every kernel's path). It is taken in uint64, where
+// wrapping is defined: with a zero dim, the other dims' product may overflow ([2^40,2^40,0]),
+// and the result is still exact (0).
 std::int64_t Tensor::numel() const {
     if (!storage_) return 0;
-    std::int64_t n = 1;
-    for (auto d : shape_) n *= d;
-    return n;
+    std::uint64_t n = 1;
+    for (auto d : shape_) n *= static_cast<std::uint64_t>(d);
+    return static_cast<std::int64_t>(n);
 }
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 bool Tensor::is_contiguous() const {
+    // No elements, nothing to lay out, whatever the strides (a copy of [0,2^40,2^40] could not
+    // even be made: its row-major strides overflow).
+    for (auto d : shape_)
+        if (d == 0) return true;
     std::int64_t expected = 1;
     for (std::size_t i = shape_.size(); i-- > 0;) {
         if (shape_[i] == 1) continue;
-        if (shape_[i] == 0) return true;
         if (strides_[i] != expected) return false;
         expected *= shape_[i];
     }
@@ -261,12 +271,13 @@ double Tensor::item(const std::vector<std::int64_t>& index) const {
     require_defined(*this, "Tensor::item");
     KILN_USER_CHECK(static_cast<std::int64_t>(index.size()) == rank(),
                     "Tensor::item: expected " << rank() << " indices, got " << index.size());
-    std::int64_t off = 0;
-    for (std::size_t i = 0; i < index.size(); ++i) {
+    for (std::size_t i = 0; i < index.size(); ++i)
         KILN_USER_CHECK(index[i] >= 0 && index[i] < shape_[i],
                         "Tensor::item: index " << index[i] << " out of range for axis " << i << " of size " << shape_[i]);
-        off += index[i] * strides_[i];
-    }
+    // Only now: the element exists, so its offset lies in the storage (a zero-size tensor's
+    // strides may be huge, and index * stride overflow before a later axis of 0 rejects it).
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < index.size(); ++i) off += index[i] * strides_[i];
     return core::load_double(static_cast<const char*>(data()) + off * static_cast<std::int64_t>(dtype_size(dtype_)),
                              dtype_);
 }
@@ -307,7 +318,11 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t end, st
     s[axis] = len;
     // With two or more elements, step < n, so the new stride stays inside the storage.
     if (len > 1) st[axis] = support::checked_mul(strides_[axis], step, "Tensor::slice: the stride");
-    return Tensor(storage_, s, st, offset_ + (len ? b * strides_[axis] : 0), dtype_);
+    // The first element moves only when the view has one (then it lies in the storage); a
+    // zero-size tensor's b * stride may overflow ([2^40,2^40,0] has strides [2^40,1,1]).
+    bool none = len == 0;
+    for (auto d : s) none = none || d == 0;
+    return Tensor(storage_, s, st, offset_ + (none ? 0 : b * strides_[axis]), dtype_);
 }
 Tensor Tensor::broadcast_to(const Shape& shape) const {
     require_defined(*this, "Tensor::broadcast_to");
@@ -357,11 +372,16 @@ Tensor Tensor::reshape(const Shape& shape) const {
 std::string Tensor::to_string(std::int64_t max_elements) const {
     if (!defined()) return "Tensor(undefined)";
     std::ostringstream os;
-    os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_);
-    std::vector<double> v = to_doubles();
-    os << ", [";
-    for (std::int64_t i = 0; i < std::min<std::int64_t>(numel(), max_elements); ++i) os << (i ? ", " : "") << v[i];
-    if (numel() > max_elements) os << ", ...";
+    os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_) << ", [";
+    // Reads only the elements it prints: a valid view may hold far more than memory (a
+    // broadcast of one value to [2^31,2^31]).
+    const std::int64_t n = numel(), shown = std::clamp<std::int64_t>(max_elements, 0, n);
+    std::vector<std::int64_t> index(shape_.size(), 0);
+    for (std::int64_t i = 0; i < shown; ++i) {
+        os << (i ? ", " : "") << item(index);
+        for (std::size_t d = index.size(); d-- > 0 && ++index[d] == shape_[d];) index[d] = 0;  // the next in row-major order
+    }
+    if (n > shown) os << (shown ? ", ..." : "...");
     os << "])";
     return os.str();
 }

@@ -14,10 +14,14 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-// Everything from here to pop_options is compiled for AVX2 + FMA. Only code defined in this
+// Everything from here to the pop is compiled for AVX2 + FMA. Only code defined in this
 // region (the traits and the kernel templates) is; the standard headers above are not.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 #include "src/cpu/simd_kernels.h"
 
 namespace kiln::cpu {
@@ -66,5 +70,9 @@ constinit const SimdKernels<double> kAvx2F64 =
 
 }  // namespace kiln::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

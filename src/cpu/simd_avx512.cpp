@@ -13,10 +13,14 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-// Everything from here to pop_options is compiled for AVX-512F. Only code defined in this
+// Everything from here to the pop is compiled for AVX-512F. Only code defined in this
 // region (the traits and the kernel templates) is; the standard headers above are not.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 #include "src/cpu/simd_kernels.h"
 
 namespace kiln::cpu {
@@ -63,5 +67,9 @@ constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12,
 
 }  // namespace kiln::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

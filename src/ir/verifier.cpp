@@ -146,7 +146,7 @@ private:
                              " values, got " + print_attr_value(*v));
         }
         for (const auto& [name, v] : n.attrs.items()) {
-            bool known = std::any_of(specs.begin(), specs.end(), [&](const AttrSpec& s) { return s.name == name; });
+            bool known = std::any_of(specs.begin(), specs.end(), [&n = name](const AttrSpec& s) { return s.name == n; });
             if (!known) {
                 std::string list;
                 for (const AttrSpec& s : specs) list += (list.empty() ? "" : ", ") + std::string(s.name);
