@@ -98,7 +98,11 @@ TEST_CASE("function: inputs may be non-contiguous views") {
     Tensor base = Tensor::randn({8, 6}, 9);
     Tensor view = base.transpose(0, 1);  // [6, 8], strided
     CHECK(!view.is_contiguous());
-    CHECK(f({view})[0].to_doubles() == f({view.contiguous()})[0].to_doubles());
+    // The two calls may run on different tiers (the JIT compiles in the background), whose
+    // sums may round differently: equal within f32 rounding.
+    const std::vector<double> a = f({view})[0].to_doubles(), b = f({view.contiguous()})[0].to_doubles();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }
 
 TEST_CASE("engine: KILN_DUMP=graph writes the graph text") {
