@@ -323,6 +323,8 @@ TEST_CASE("ir text: parse errors name the line, the column and what was expected
     CHECK(contains(msg, "parse error at 3:25: constant data has 4 bytes, but f32[2] needs 8"));
     msg = parse_error(with("  %1 = constant() {data=0x000} : f32[]"));
     CHECK(contains(msg, "odd number of hex digits"));
+    msg = parse_error(with("  %1 = constant() {data=0x0105} : bool[2]"));  // found by fuzz_ir_parser
+    CHECK(contains(msg, "parse error at 3:25: boolean constant data must hold the bytes 00 and 01, got 05 at byte 1"));
     msg = parse_error(with("  %1 = constant() : f32[2]"));
     CHECK(contains(msg, "3:19: expected '{data=0x...}' after a constant's '()', got ':'"));
     msg = parse_error(with("  %1 = constant() {data=0x00} : u8[?n]"));

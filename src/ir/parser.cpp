@@ -358,8 +358,13 @@ private:
             int v = is_digit(h) ? h - '0' : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10;
             return static_cast<unsigned>(v);
         };
-        for (std::size_t i = 0; i < bytes; ++i)
+        for (std::size_t i = 0; i < bytes; ++i) {
             p[i] = static_cast<unsigned char>(nibble(data.text[2 * i]) << 4 | nibble(data.text[2 * i + 1]));
+            // A boolean is the byte 0 or 1: any other is no value (reading it as bool is undefined).
+            if (type.dtype == DType::boolean && p[i] > 1)
+                fail_at(data.pos, "boolean constant data must hold the bytes 00 and 01, got " +
+                                      std::string(data.text.substr(2 * i, 2)) + " at byte " + std::to_string(i));
+        }
         return t;
     }
 
