@@ -202,17 +202,10 @@ private:
     // `scalar`: a loop of a few iterations that the loop vectoriser should leave alone (its
     // vector and epilogue loops would cost compile time and gain nothing).
     template <class F> void loop(Value* begin, Value* end, Value* step, const std::string& name, F body, bool scalar = false) {
-        auto* pre = b_.GetInsertBlock();
-        auto* head = block_named(name);
-        auto* exit = block_named(name + ".exit");
-        b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
-        b_.SetInsertPoint(head);
-        auto* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name + ".iv");
-        iv->addIncoming(begin, pre);
-        body(iv);
-        Value* next = b_.CreateAdd(iv, step, name + ".next", false, true);
-        iv->addIncoming(next, b_.GetInsertBlock());
-        auto* br = b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        llvm::Instruction* br = loop_by(begin, end, name, [&](Value* iv) {
+            body(iv);
+            return step;
+        });
         if (scalar) {
             llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
                                      llvm::ConstantAsMetadata::get(b_.getFalse())};
@@ -220,11 +213,11 @@ private:
             id->replaceOperandWith(0, id);
             br->setMetadata(llvm::LLVMContext::MD_loop, id);
         }
-        b_.SetInsertPoint(exit);
     }
 
-    // for (iv = begin; iv < end; iv += body(iv)): body returns a positive step.
-    template <class F> void loop_by(Value* begin, Value* end, const std::string& name, F body) {
+    // for (iv = begin; iv < end; iv += body(iv)): body returns a positive step. Returns the
+    // loop's back-edge branch.
+    template <class F> llvm::Instruction* loop_by(Value* begin, Value* end, const std::string& name, F body) {
         auto* pre = b_.GetInsertBlock();
         auto* head = block_named(name);
         auto* exit = block_named(name + ".exit");
@@ -234,8 +227,9 @@ private:
         iv->addIncoming(begin, pre);
         Value* next = b_.CreateAdd(iv, body(iv), name + ".next", false, true);
         iv->addIncoming(next, b_.GetInsertBlock());
-        b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        auto* br = b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
         b_.SetInsertPoint(exit);
+        return br;
     }
 
     template <class F> void if_then(Value* cond, F then) {
@@ -323,10 +317,10 @@ private:
                     Value* nr = smin(i64(nr_), b_.CreateSub(nc, jr));
                     Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                     Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
-                    Tile t{ab, strip, pc, kc, first, last, i0, jc, jr, nr};
+                    Tile t{ab, strip, pc, kc, first, last, i0, jr};
                     loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
                         micro(t, ir, mr_, i64(0));
-                        if_then(last, [&] { epilogue(t, b_.CreateAdd(i0, ir), i64(mr_)); });
+                        if_then(last, [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, ir), i64(mr_), b_.CreateAdd(jc, jr), nr); });
                     });
                     // The rows left beside the full tiles: kernels of 4, 2 and 1 rows by the
                     // binary digits of their count, each reading the strip once for all its
@@ -339,14 +333,14 @@ private:
                                 [&] { micro(t, b_.CreateAdd(full_rows, off), c, off); });
                     }
                     if_then(b_.CreateAnd(last, b_.CreateICmpSGT(left, i64(0))),
-                            [&] { epilogue(t, b_.CreateAdd(i0, full_rows), left); });
+                            [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, full_rows), left, b_.CreateAdd(jc, jr), nr); });
                 });
             });
         });
     }
 
     // Rows [i0, i0 + rows) of C (fewer than MR), columns [j0, j1): B read once, row by row in
-    // order, by the ahead-of-time kernel of src/cpu for a few rows of A (kRowsSymbol), into
+    // order, by src/cpu's kernel for a few rows of A (codegen.h, kRowsF32Symbol), into
     // a stack buffer of kStreamCols columns at a time, then the epilogue. A register tile
     // here would read B column strip by column strip (a stride of n elements per depth
     // index), which the hardware prefetchers do not follow: 3 to 5 times slower at 1 to 5 rows.
@@ -357,20 +351,12 @@ private:
         llvm::FunctionCallee rows_fn = mod.getOrInsertFunction(
             t_->isFloatTy() ? kRowsF32Symbol : kRowsF64Symbol,
             llvm::FunctionType::get(b_.getVoidTy(), {i64t, i64t, i64t, ptr_t, i64t, ptr_t, i64t, ptr_t, i64t}, false));
-        const llvm::Align ea(static_cast<std::uint64_t>(es_));
         Value* a0 = elem(ab, b_.CreateMul(i0, k_dim_));
         loop(j0, j1, i64(kStreamCols), "gemm.sc", [&](Value* jc) {
             Value* w = smin(i64(kStreamCols), b_.CreateSub(j1, jc));
             b_.CreateMemSet(sbuf_, b_.getInt8(0), b_.CreateMul(rows, i64(kStreamCols * es_)), llvm::MaybeAlign(64));
             b_.CreateCall(rows_fn, {rows, w, k_dim_, a0, k_dim_, elem(bb, jc), n_, sbuf_, i64(kStreamCols)});
-            loop(i64(0), rows, i64(1), "sc.r", [&](Value* r) {
-                em_.bind_var(h_.row_var, b_.CreateAdd(i0, r));
-                Value* crow = elem(sbuf_, b_.CreateMul(r, i64(kStreamCols)));
-                loop(i64(0), w, i64(1), "sc.c", [&](Value* c) {
-                    em_.bind_var(h_.col_var, b_.CreateAdd(jc, c));
-                    em_.epilogue(b_.CreateAlignedLoad(t_, elem(crow, c), ea));
-                });
-            });
+            epilogue(sbuf_, kStreamCols, i0, rows, jc, w);
         });
     }
 
@@ -505,7 +491,7 @@ private:
     }
 
     struct Tile {
-        Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jc, *jr, *nr;
+        Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jr;
     };
 
     // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
@@ -622,17 +608,17 @@ private:
             });
     }
 
-    // The epilogue of `rows` finished rows of the stack tile, block rows from `row0`
-    // (element by element; the column loop vectorises).
-    void epilogue(const Tile& t, Value* row0, Value* rows) {
+    // The epilogue of rows [row0, row0 + rows) and columns [col0, col0 + cols) of C, whose
+    // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
+    // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
+    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
         const llvm::Align ea(static_cast<std::uint64_t>(es_));
-        Value* col0 = b_.CreateAdd(t.jc, t.jr);
         loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
             em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
-            Value* trow = elem(tile_, b_.CreateMul(r, i64(nr_)));
-            loop(i64(0), t.nr, i64(1), "epi.c", [&](Value* c) {
+            Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
+            loop(i64(0), cols, i64(1), "epi.c", [&](Value* c) {
                 em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
-                em_.epilogue(b_.CreateAlignedLoad(t_, elem(trow, c), ea));
+                em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
             });
         });
     }

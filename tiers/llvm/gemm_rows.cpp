@@ -1,6 +1,6 @@
 // The ahead-of-time rows kernel that tier-2 GEMM code calls for blocks of fewer rows than a
-// register tile (codegen.h, kRowsF32Symbol): src/cpu's streaming kernels, at most
-// cpu::kMaxStreamRows rows a call.
+// register tile (codegen.h, kRowsF32Symbol): cpu::gemm_acc, at most cpu::kMaxStreamRows rows
+// a call (so that it streams B instead of packing it).
 #include "tiers/llvm/codegen.h"
 
 #include "src/cpu/gemm.h"
@@ -10,14 +10,14 @@
 namespace kiln::tiers::llvm_tier {
 namespace {
 
+// cpu::gemm_acc streams B (unpacked) against at most cpu::kMaxStreamRows rows of A.
 template <class T>
 void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std::int64_t lda, const T* b,
              std::int64_t ldb, T* c, std::int64_t ldc) noexcept {
-    static const cpu::SimdKernels<T>& kernels = cpu::simd_kernels<T>(cpu::kernel_cpu_isa());
-    for (std::int64_t r = 0; r < rows; r += cpu::kMaxStreamRows) {
-        const auto part = static_cast<int>(std::min<std::int64_t>(cpu::kMaxStreamRows, rows - r));
-        kernels.rows[part](n, kc, a + r * lda, lda, b, ldb, c + r * ldc, ldc);
-    }
+    const cpu::CpuIsa isa = cpu::kernel_cpu_isa();
+    for (std::int64_t r = 0; r < rows; r += cpu::kMaxStreamRows)
+        cpu::gemm_acc<T>(isa, std::min<std::int64_t>(cpu::kMaxStreamRows, rows - r), n, kc, a + r * lda, lda, b, ldb,
+                         c + r * ldc, ldc);
 }
 
 }  // namespace
