@@ -256,8 +256,9 @@ private:
         const Type st = st_of(r);
         auto sc = [st](double v) { return constant(st, v); };
         auto row_const = [&](Type t, ExprRef e) { return temp(init_temp(t, std::move(e)), t); };
+        const bool scaled = st == Type::f32;
         ExprRef s = sc(1.0);
-        if (st == Type::f32) {
+        if (scaled) {
             const int mx = init_temp(st, sc(0.0));
             const ExprRef m = temp(mx, st);
             pass(x, st, [&](Phase& ph, const ExprRef& v) {
@@ -266,11 +267,13 @@ private:
             s = row_const(st, select(binary(BinaryOp::gt, m, sc(0x1p40)), sc(0x1p-80),
                                      select(binary(BinaryOp::lt, m, sc(0x1p-40)), sc(0x1p64), sc(1.0))));
         }
+        // x*s (f64 rows: x itself, no multiply by 1 on the element path).
+        auto xs = [s, scaled](const ExprRef& v) { return scaled ? binary(BinaryOp::mul, v, s) : v; };
         const ExprRef count = cast(st, row_len), n64 = cast(Type::f64, row_len);
         const int sum = init_temp(st, sc(0.0));
         const ExprRef s1 = temp(sum, st);
         pass(x, st, [&](Phase& ph, const ExprRef& v) {
-            ExprRef e = binary(BinaryOp::mul, v, s);
+            ExprRef e = xs(v);
             if (rms) {
                 const int t = L.new_temp(st);
                 ph.out->push_back(assign(t, e));
@@ -288,7 +291,7 @@ private:
             const ExprRef ds = temp(dsum, st), dq = temp(dsq, st);
             pass(x, st, [&](Phase& ph, const ExprRef& v) {
                 const int c = L.new_temp(st);
-                ph.out->push_back(assign(c, binary(BinaryOp::sub, binary(BinaryOp::mul, v, s), m1)));
+                ph.out->push_back(assign(c, binary(BinaryOp::sub, xs(v), m1)));
                 const ExprRef ce = temp(c, st);
                 ph.out->push_back(assign(dsum, binary(BinaryOp::add, ds, ce)));
                 ph.out->push_back(assign(dsq, binary(BinaryOp::add, dq, binary(BinaryOp::mul, ce, ce))));
@@ -310,8 +313,8 @@ private:
         const ExprRef lo = row_const(st, cast(st, binary(BinaryOp::sub, mean64, wide(hi))));
         const ValueId gamma = L.node(r).inputs[1];
         const ValueId beta = rms ? -1 : L.node(r).inputs[2];
-        finish(r, last, [lw = &L, rms, hi, lo, s, c, st, gamma, beta](const ExprRef& v, Phase& ph) {
-            ExprRef d = binary(BinaryOp::mul, v, s);
+        finish(r, last, [lw = &L, rms, hi, lo, xs, c, st, gamma, beta](const ExprRef& v, Phase& ph) {
+            ExprRef d = xs(v);
             if (!rms) d = binary(BinaryOp::sub, binary(BinaryOp::sub, d, hi), lo);
             ExprRef y = binary(BinaryOp::mul, binary(BinaryOp::mul, d, c), cast(st, lw->value(gamma, ph)));
             if (!rms) y = binary(BinaryOp::add, y, cast(st, lw->value(beta, ph)));
