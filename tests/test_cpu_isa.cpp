@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "differential.h"
 #include "src/cpu/gemm.h"
 #include "skip.h"
 
@@ -14,8 +15,14 @@
 #include "tiers/llvm/llvm_tier.h"
 #endif
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 using kiln::cpu::CpuIsa;
 
@@ -66,3 +73,32 @@ TEST_CASE("cpu isa: every tier follows the cap this process started with") {
     if (cap == CpuIsa::avx2 && kiln::cpu::host_cpu_isa() != CpuIsa::avx512)
         kiln::test::skip("KILN_CPU_ISA=avx2 caps nothing on this host (it has no AVX-512)");
 }
+
+#if defined(KILN_HAVE_LLVM)
+TEST_CASE("cpu isa: tier 2's GEMM vectors are as wide as the cap allows") {
+    // The width of the GEMM's vectors once followed the host's features string, which keeps
+    // "+avx512f" beside a cap's "-avx512f": 512-bit tiles on 256-bit registers.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("kiln_isa_dump_" + std::to_string(::getpid()));
+    kiln::Options o = kiln::test::diff::forced_tier_options(2);
+    o.dump = {"llvm"};
+    o.dump_dir = dir.string();
+    const kiln::Tensor w = kiln::Tensor::randn({64, 64}, 1);
+    const kiln::Graph g = kiln::trace("isa_mm", {kiln::arg("x", kiln::DType::f32, {16, 64})},
+                                      [&](const std::vector<kiln::Var>& in) { return kiln::matmul(in[0], w); });
+    kiln::Function f = kiln::Engine(o).load(g);
+    f.warmup({{kiln::Shape{16, 64}}});
+    REQUIRE(f.stats().groups.front().tier == 2);
+    std::string ir;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".ll") {
+            std::ifstream in(e.path());
+            ir += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        }
+    fs::remove_all(dir);
+    REQUIRE_FALSE(ir.empty());
+    const bool wide = ir.find("<16 x float>") != std::string::npos;
+    INFO("kernel isa ", kiln::cpu::cpu_isa_name(kiln::cpu::kernel_cpu_isa()));
+    CHECK(wide == (kiln::cpu::kernel_cpu_isa() == CpuIsa::avx512));
+}
+#endif
