@@ -46,6 +46,10 @@ struct GroupStats {
     double expected_saving_ms = 0.0;
     double compile_cost_ms = 0.0;
     std::string tierup;
+    // On GPUs (the device tier-up policy, README "GPU"): the best tier of its device code on
+    // any device (0: none) and the calls that ran device code.
+    int gpu_tier = 0;
+    std::uint64_t gpu_compiled_calls = 0;
 };
 
 // How often one concrete shape signature (the shapes of all inputs) was called.

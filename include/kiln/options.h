@@ -23,6 +23,9 @@ struct Options {
     std::int64_t num_threads = 0;            // KILN_NUM_THREADS: 0 = all cores
     std::string cache_dir;                   // KILN_CACHE_DIR: empty = no persistent cache
     std::int64_t code_cache_bytes = 256 << 20;  // KILN_CODE_CACHE_BYTES: LRU bound on compiled code; 0 = none
+    // KILN_GPU_MEMORY_BYTES: bound on the device memory each GPU's caching allocator holds
+    // (in use + cached); 0 = none. Process-wide: an engine made with a bound sets it.
+    std::int64_t gpu_memory_bytes = 0;
     std::string log_level = "warn";          // KILN_LOG: off, error, warn, info, debug, trace
     std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, cuda, hip
     std::string dump_dir = ".";              // KILN_DUMP_DIR

@@ -4,12 +4,16 @@
 #include "jit/exec/run_plan.h"
 #include "jit/tiering/tier_registry.h"
 #include "jit/api/function_impl.h"
+#include "src/core/cuda/driver.h"
+#include "src/core/device.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
+#include "tiers/gpu/gpu_source.h"
 
 #include <tbb/global_control.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string_view>
 
 namespace kiln {
@@ -38,13 +42,14 @@ void RetiredTotals::add(const FunctionStats& s) {
     accumulate(totals, s, false);
 }
 
-FunctionImpl::FunctionImpl(std::shared_ptr<const jit::Executable> x, const jit::Tunables& tunables,
-                           std::shared_ptr<RetiredTotals> r, jit::EngineResources resources)
+FunctionImpl::FunctionImpl(std::shared_ptr<const jit::Executable> x, const jit::Tunables& tn,
+                           std::shared_ptr<RetiredTotals> r, jit::EngineResources res)
     : graph(x->graph), exe(x), profile(*x->graph, x->groups.size()), what("call of '" + x->graph->name + "'"),
-      tiers(x, profile, tunables, std::move(resources)), retired(std::move(r)) {}
+      tiers(x, profile, tn, res), retired(std::move(r)), tunables(tn), resources(res) {}
 
 FunctionImpl::~FunctionImpl() {
     tiers.cancel_compiles();  // compiles that finish now still reach the retired totals
+    for (auto* d : devices_used()) d->cancel_compiles();
     if (retired) retired->add(stats());
 }
 
@@ -66,6 +71,8 @@ jit::ShapePlanRef FunctionImpl::shape_plan(std::span<const Tensor> inputs) {
 std::vector<Tensor> FunctionImpl::call(std::span<const Tensor> inputs) {
     try {
         jit::check_inputs(*exe->graph, inputs, what);
+        if (!inputs.empty() && inputs[0].device().kind != Device::Kind::cpu)
+            return call_on_device(inputs, *shape_plan(inputs));
         return call_planned(inputs, *shape_plan(inputs));
     } catch (const Error&) {
         failed_calls.fetch_add(1, std::memory_order_relaxed);
@@ -92,6 +99,37 @@ void FunctionImpl::call_planned_into(std::span<const Tensor> inputs, const jit::
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
+}
+
+jit::DeviceTierManager& FunctionImpl::on_device(Device d) {
+    KILN_USER_CHECK(resources.gpu != nullptr, what << ": the inputs are on " << d.to_string()
+                                                   << " but this engine runs on the CPU only (KILN_DEVICE=cpu)");
+    core::require_device(d, what.c_str());
+    std::lock_guard<std::mutex> lock(device_mu);
+    const auto i = static_cast<std::size_t>(d.index);
+    if (devices.size() <= i) devices.resize(i + 1);
+    if (!devices[i])
+        devices[i] = std::make_unique<jit::DeviceTierManager>(exe, d, resources.gpu->get(d), tunables, resources.queue);
+    return *devices[i];
+}
+
+std::vector<jit::DeviceTierManager*> FunctionImpl::devices_used() const {
+    std::lock_guard<std::mutex> lock(device_mu);
+    std::vector<jit::DeviceTierManager*> out;
+    for (const auto& d : devices)
+        if (d) out.push_back(d.get());
+    return out;
+}
+
+std::vector<Tensor> FunctionImpl::call_on_device(std::span<const Tensor> inputs, const jit::ShapePlan& sp) {
+    jit::DeviceTierManager& dm = on_device(inputs[0].device());
+    int tier = 0;
+    const auto t0 = tiers.trace() ? profiling::ChromeTrace::Clock::now() : profiling::ChromeTrace::Clock::time_point{};
+    std::vector<Tensor> out = jit::run_groups_on_device(*exe, sp, dm.state(), &dm, inputs, &tier);
+    trace_call(t0, tier);
+    profile.record_call(sp.signature, sp.bindings);
+    calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
+    return out;
 }
 
 void FunctionImpl::trace_call(profiling::ChromeTrace::Clock::time_point t0, int tier) {
@@ -158,6 +196,24 @@ FunctionStats FunctionImpl::stats() const {
     for (std::size_t b = 1; b < c.bailouts.size(); ++b)
         if (auto n = c.bailouts[b].load(std::memory_order_relaxed))
             s.bailouts[std::string(tiers::bailout_name(static_cast<tiers::Bailout>(b)))] = n;
+    for (const auto* d : devices_used()) {
+        const jit::DeviceTierCounters& dc = d->counters();
+        s.gpu_launches += d->state().launches.load(std::memory_order_relaxed);
+        s.gpu_compiles += dc.compiles.load(std::memory_order_relaxed);
+        s.gpu_compile_failures += dc.compile_failures.load(std::memory_order_relaxed);
+        s.gpu_compile_ms += static_cast<double>(dc.compile_us.load(std::memory_order_relaxed)) * 1e-3;
+        s.gpu_launch_failures += dc.launch_failures.load(std::memory_order_relaxed);
+        for (std::size_t g = 0; g < s.groups.size(); ++g) {
+            const jit::DeviceGroupCode& gc = *d->state().groups[g];
+            s.guard_failures += gc.guard_failures.load(std::memory_order_relaxed);
+            s.deopts += gc.deopts.load(std::memory_order_relaxed);
+            for (const auto& v : gc.code.load()->versions) s.groups[g].gpu_tier = std::max(s.groups[g].gpu_tier, v.tier);
+            s.groups[g].gpu_compiled_calls += gc.compiled_calls.load(std::memory_order_relaxed);
+        }
+        for (std::size_t b = 1; b < dc.bailouts.size(); ++b)
+            if (auto n = dc.bailouts[b].load(std::memory_order_relaxed))
+                s.bailouts["gpu_" + std::string(tiers::bailout_name(static_cast<tiers::Bailout>(b)))] += n;
+    }
     for (auto& sig : profile.signatures()) s.signatures.push_back({sig.shapes, sig.calls});
     s.dim_histograms = profile.dim_histograms();
     return s;
@@ -195,9 +251,15 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     if (options.num_threads > 0)
         threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                         static_cast<std::size_t>(options.num_threads));
-    KILN_USER_CHECK(options.device == "auto" || options.device == "cpu",
-                    "KILN_DEVICE='" << options.device << "': this build has no " << options.device
-                                    << " backend; expected auto or cpu");
+    // KILN_DEVICE: which backends this engine may use (cpu: device tensors are rejected;
+    // cuda, hip: that backend must be available).
+    if (options.device == "cuda" || options.device == "hip") {
+        const Device d = options.device == "cuda" ? Device::cuda(0) : Device::hip(0);
+        std::string why;
+        KILN_USER_CHECK(core::device_available(d, &why),
+                        "KILN_DEVICE='" << options.device << "': the " << options.device << " backend is not available: " << why);
+    }
+    if (options.gpu_memory_bytes > 0) core::cuda::set_memory_limit(static_cast<std::size_t>(options.gpu_memory_bytes));
     if (!options.dump.empty()) {  // dump files of every kind go here; create it once
         std::error_code ec;
         std::filesystem::create_directories(options.dump_dir, ec);
@@ -208,10 +270,11 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     resources.tier2 = jit::make_tier2(settings);
     resources.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
     resources.costs = std::make_shared<jit::CostModel>();
+    if (options.device != "cpu") resources.gpu = std::make_shared<jit::GpuTiers>(settings.jit);
     // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
     // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
     if (!settings.cache_dir.empty()) resources.disk = jit::DiskCache::open(settings.cache_dir);
-    if ((resources.tier1 || resources.tier2) && settings.tunables.async_compile)
+    if ((resources.tier1 || resources.tier2 || resources.gpu) && settings.tunables.async_compile)
         resources.queue = std::make_shared<jit::CompileQueue>(settings.compile_threads);
     support::log().debug("engine created: {}", options.to_string());
 }
@@ -234,6 +297,10 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) cons
 void Function::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
     detail::FunctionImpl& f = impl_of(impl_);
     const auto& outs = f.exe->graph->outputs;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        KILN_USER_CHECK(inputs[i].device().kind == Device::Kind::cpu,
+                        f.what << ": Function::run takes host tensors; input " << i << " is on " << inputs[i].device().to_string()
+                               << " (call the function with operator() for device tensors)");
     KILN_USER_CHECK(outputs.size() == outs.size(),
                     f.what << ": expected " << outs.size() << " output tensors, got " << outputs.size());
     // Check the caller's buffers before running, so a bad call has no effect.
@@ -274,7 +341,11 @@ void Function::warmup(const std::vector<std::vector<Shape>>& shape_sets) const {
 
 std::size_t Function::warmup() const { return impl_of(impl_).tiers.warmup_recorded(); }
 
-void Function::wait_for_compiles() const { impl_of(impl_).tiers.wait_for_compiles(); }
+void Function::wait_for_compiles() const {
+    detail::FunctionImpl& f = impl_of(impl_);
+    f.tiers.wait_for_compiles();
+    for (auto* d : f.devices_used()) d->wait_for_compiles();
+}
 
 FunctionStats Function::stats() const { return impl_of(impl_).stats(); }
 
@@ -294,6 +365,22 @@ Function Engine::load(const Graph& graph) {
     // Graph -> groups -> kernel IR -> executable plan (and the KILN_DUMP files).
     std::shared_ptr<const jit::Executable> exe = jit::lower_function(graph.impl(), impl_->settings.pipeline);
     // The function's tier-up policy, on the engine's tiers, queue and caches.
+    // KILN_DUMP=cuda,hip: the GPU source of every group the printer can express, GPU or not.
+    for (const char* dialect : {"cuda", "hip"}) {
+        if (!impl_->options.dumps(dialect)) continue;
+        const bool hip = std::string_view(dialect) == "hip";
+        for (const auto& gr : exe->groups) {
+            if (!gr->kernel) continue;
+            const tiers::gpu::GpuSource src = tiers::gpu::print_source(
+                *gr->kernel, {}, hip ? tiers::gpu::Dialect::hip : tiers::gpu::Dialect::cuda);
+            if (!src.ok) continue;
+            const auto path = std::filesystem::path(impl_->options.dump_dir) /
+                              (exe->graph->name + "." + gr->group.name + (hip ? ".hip" : ".cu"));
+            std::ofstream out(path);
+            out << src.code;
+            if (!out) support::log().warn("KILN_DUMP={}: cannot write {}", dialect, path.string());
+        }
+    }
     auto f = std::make_shared<detail::FunctionImpl>(std::move(exe), impl_->settings.tunables, impl_->retired,
                                                     impl_->resources);
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -327,6 +414,16 @@ EngineStats Engine::stats() const {
     e.code_cache_hits = cs.hits;
     e.code_cache_misses = cs.misses;
     e.code_cache_evictions = cs.evictions;
+    if (core::cuda::driver_status().available)  // the caching allocators are process-wide
+        for (int d = 0; d < core::cuda::driver_status().device_count; ++d) {
+            const core::DevicePoolStats ps = core::cuda::pool_stats(d);
+            e.gpu_memory_in_use_bytes += ps.bytes_in_use;
+            e.gpu_memory_cached_bytes += ps.bytes_cached;
+            e.gpu_memory_peak_bytes += ps.peak_bytes;
+            e.gpu_allocations += ps.allocations;
+            e.gpu_frees += ps.frees;
+            e.gpu_oom_retries += ps.oom_retries;
+        }
     if (impl_->resources.trace) e.trace_write_failures = impl_->resources.trace->write_failures();
     if (impl_->resources.disk) {
         const jit::DiskCacheStats ds = impl_->resources.disk->stats();

@@ -46,6 +46,12 @@ public:
     // The same for the inputs' shapes; a cached plan is found without copying them.
     jit::ShapePlanRef shape_plan(std::span<const Tensor> inputs);
     FunctionStats stats() const;
+    // A call whose inputs are on a GPU (checked, shapes planned): run_device.h.
+    std::vector<Tensor> call_on_device(std::span<const Tensor> inputs, const jit::ShapePlan& sp);
+    // This function's policy and code on device `d` (made on first use).
+    jit::DeviceTierManager& on_device(Device d);
+    // The policies of the devices used so far (for stats and wait_for_compiles).
+    std::vector<jit::DeviceTierManager*> devices_used() const;
     // KILN_TRACE: one "call" event from t0 to now (no-op when tracing is off).
     void trace_call(profiling::ChromeTrace::Clock::time_point t0, int tier);
 
@@ -60,6 +66,10 @@ public:
     std::array<std::atomic<std::uint64_t>, kNumTiers> calls_by_tier{};
     std::atomic<std::uint64_t> failed_calls{0};
     std::shared_ptr<RetiredTotals> retired;
+    jit::Tunables tunables;
+    jit::EngineResources resources;
+    mutable std::mutex device_mu;
+    std::vector<std::unique_ptr<jit::DeviceTierManager>> devices;  // per CUDA ordinal (null: unused)
 };
 
 class EngineImpl {

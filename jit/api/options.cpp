@@ -85,6 +85,8 @@ void Options::validate() const {
     check_min("KILN_NUM_THREADS", num_threads, 0, "an integer >= 0 (0 = all cores)");
     check_min("KILN_CODE_CACHE_BYTES", code_cache_bytes, 0,
               "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
+    check_min("KILN_GPU_MEMORY_BYTES", gpu_memory_bytes, 0,
+              "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
     if (tierup != "time" && tierup != "count") bad("KILN_TIERUP", tierup, "time or count");
     if (std::find(kDevices.begin(), kDevices.end(), device) == kDevices.end())
         bad("KILN_DEVICE", device, "auto, cpu, cuda or hip");

@@ -64,6 +64,7 @@ std::string FunctionStats::to_json() const {
            << ",\"signatures\":" << groups[i].signatures << ",\"specializations\":" << groups[i].specializations
            << ",\"expected_saving_ms\":" << num(groups[i].expected_saving_ms)
            << ",\"compile_cost_ms\":" << num(groups[i].compile_cost_ms) << ",\"tierup\":" << quote(groups[i].tierup)
+           << ",\"gpu_tier\":" << groups[i].gpu_tier << ",\"gpu_compiled_calls\":" << groups[i].gpu_compiled_calls
            << "}";
     os << "],\"bailouts\":{";
     bool first_b = true;

@@ -65,8 +65,13 @@ void check_inputs(const ir::Graph& g, std::span<const Tensor> inputs, const std:
         KILN_USER_CHECK(t.defined(), what << ": argument '" << name << "' (input " << i << ") is an undefined Tensor");
         KILN_USER_CHECK(t.dtype() == n.type.dtype, what << ": argument '" << name << "' (input " << i << ") expected dtype "
                                                         << dtype_name(n.type.dtype) << ", got " << dtype_name(t.dtype()));
-        KILN_USER_CHECK(t.device().kind == Device::Kind::cpu, what << ": argument '" << name << "' (input " << i
-                                                                   << ") expected device cpu, got " << t.device().to_string());
+        // Computation follows the data: every input on one device (the first input's).
+        const Device first = inputs[0].device();
+        KILN_USER_CHECK(t.device() == first, what << ": argument '" << name << "' (input " << i << ") is on "
+                                                  << t.device().to_string() << " but argument '"
+                                                  << g.nodes[static_cast<std::size_t>(g.inputs[0])].attrs.str("name")
+                                                  << "' (input 0) is on " << first.to_string()
+                                                  << "; expected every input on one device");
     }
 }
 

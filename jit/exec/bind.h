@@ -10,7 +10,8 @@
 
 namespace kiln::jit {
 
-// Checks the count, dtype and device of each input (not the shapes).
+// Checks the count and dtype of each input, and that all are on one device (not the
+// shapes; whether that device may be used is the engine's check).
 // `what` names the call for messages ("call of 'mlp'").
 void check_inputs(const ir::Graph& g, std::span<const Tensor> inputs, const std::string& what);
 // Checks ranks, dims (>= 0, an element count that fits in int64) and static dims, and binds

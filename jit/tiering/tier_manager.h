@@ -36,6 +36,7 @@
 #include "jit/exec/run_plan.h"
 #include "jit/tiering/compile_queue.h"
 #include "jit/tiering/cost_model.h"
+#include "jit/tiering/device_tiering.h"
 #include "jit/tiering/disk_cache.h"
 #include "jit/tiering/settings.h"
 #include "profiling/chrome_trace.h"
@@ -127,6 +128,7 @@ struct EngineResources {
     std::shared_ptr<CodeCache> cache;         // the engine's code cache (null: a private unbounded one)
     std::shared_ptr<DiskCache> disk;          // KILN_CACHE_DIR (null: none)
     std::shared_ptr<CostModel> costs;         // the engine's estimates (null: a private one)
+    std::shared_ptr<GpuTiers> gpu;            // the GPU tiers (null: device tensors are rejected, KILN_DEVICE=cpu)
 };
 
 // Test hook: every later tier-2 compile first sleeps this long (0: none), as a slow compile would.

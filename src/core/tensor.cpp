@@ -1,6 +1,7 @@
 #include <kiln/tensor.h>
 
 #include "src/core/allocator.h"
+#include "src/core/device.h"
 #include "src/core/element.h"
 #include "src/core/storage.h"
 #include "src/core/strided.h"
@@ -24,11 +25,11 @@ void throw_dtype_mismatch(const char* what, DType expected, DType actual) {
 }
 
 std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
-    KILN_USER_CHECK(device.kind == Device::Kind::cpu,
-                    "device: expected cpu, got " << device.to_string()
-                                                 << " (this build runs kernels on the CPU only)");
     auto s = std::make_shared<Storage>();
-    s->ptr = core::host_alloc(bytes, &s->capacity);
+    if (device.kind == Device::Kind::cpu)
+        s->ptr = core::host_alloc(bytes, &s->capacity);
+    else
+        s->ptr = core::device_allocate(device, bytes, &s->capacity);
     s->bytes = bytes;
     s->device = device;
     s->owned = true;
@@ -36,7 +37,8 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, Device device) {
 }
 
 Storage::~Storage() {
-    if (owned) core::host_free(ptr, capacity);
+    if (owned && device.kind != Device::Kind::cpu) core::device_release(device, ptr, capacity);
+    else if (owned) core::host_free(ptr, capacity);
     else if (deleter) deleter(ptr);
 }
 }  // namespace detail
@@ -89,7 +91,17 @@ Tensor dense(const Shape& shape, DType dtype, Device device, const char* what) {
     std::vector<std::int64_t> strides = support::checked_strides(shape, what);
     return Tensor(detail::allocate(bytes, device), shape, std::move(strides), 0, dtype);
 }
+// Sets a new dense tensor's bytes to zero, on its device.
+void fill_zero(const Tensor& t) {
+    const std::size_t bytes = t.storage()->bytes;
+    if (t.device().kind == Device::Kind::cpu) std::memset(t.data(), 0, bytes);
+    else core::device_fill_bytes(t.device(), t.data(), 0, bytes);
+}
 Tensor filled(Tensor t, double value) {
+    if (t.device().kind != Device::Kind::cpu) {  // filled on the host, then copied
+        t.copy_from(filled(Tensor::empty(t.shape(), t.dtype()), value));
+        return t;
+    }
     core::dispatch(t.dtype(), [&](auto tag) {
         using T = decltype(tag);
         T v = core::convert<T>(value);
@@ -102,12 +114,12 @@ Tensor filled(Tensor t, double value) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     Tensor t = dense(shape, dtype, device, "Tensor::empty");
     // A bool's byte must be 0 or 1 (reading another is undefined), which fresh memory is not.
-    if (dtype == DType::boolean) std::memset(t.data(), 0, t.storage_->bytes);
+    if (dtype == DType::boolean) fill_zero(t);
     return t;
 }
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
     Tensor t = dense(shape, dtype, device, "Tensor::zeros");
-    std::memset(t.data(), 0, t.storage_->bytes);
+    fill_zero(t);
     return t;
 }
 Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
@@ -202,23 +214,21 @@ void* Tensor::data() const {
     return static_cast<char*>(storage_->ptr) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
-void Tensor::copy_from(const Tensor& src) const {
-    require_defined(*this, "Tensor::copy_from (into)");
-    require_defined(src, "Tensor::copy_from (from)");
-    KILN_USER_CHECK(src.shape_ == shape_, "Tensor::copy_from: expected shape " << shape_to_string(shape_)
-                                                                               << ", got " << shape_to_string(src.shape_));
-    KILN_USER_CHECK(device().kind == Device::Kind::cpu && src.device().kind == Device::Kind::cpu,
-                    "Tensor::copy_from: only cpu tensors can be copied in this build");
-    char* dst = static_cast<char*>(data());
+namespace {
+
+// Copies the values of src into dst (same shape, both on the host), converting the dtype.
+void copy_host(const Tensor& dst_t, const Tensor& src) {
+    char* dst = static_cast<char*>(dst_t.data());
     const char* s = static_cast<const char*>(src.data());
-    core::dispatch(dtype_, [&](auto dtag) {
+    const Shape& shape = dst_t.shape();
+    core::dispatch(dst_t.dtype(), [&](auto dtag) {
         using D = decltype(dtag);
-        core::dispatch(src.dtype_, [&](auto stag) {
+        core::dispatch(src.dtype(), [&](auto stag) {
             using S = decltype(stag);
             D* dp = reinterpret_cast<D*>(dst);
             const S* sp = reinterpret_cast<const S*>(s);
             core::parallel_for_each_row<2>(
-                shape_, {&strides_, &src.strides_},
+                shape, {&dst_t.strides(), &src.strides()},
                 [&](std::int64_t n, const std::array<std::int64_t, 2>& off, const std::array<std::int64_t, 2>& st) {
                     D* o = dp + off[0];
                     const S* i = sp + off[1];
@@ -232,6 +242,47 @@ void Tensor::copy_from(const Tensor& src) const {
                 });
         });
     });
+}
+
+// A host tensor over a copy of a device tensor's whole storage, with the same view (shape,
+// strides, offset); the tensor itself when it is on the host.
+Tensor host_view(const Tensor& t) {
+    if (t.device().kind == Device::Kind::cpu) return t;
+    const auto& st = *t.storage();
+    auto h = std::make_shared<detail::Storage>();
+    h->ptr = core::host_alloc(st.bytes, &h->capacity);
+    h->bytes = st.bytes;
+    h->owned = true;
+    core::copy_device_to_host(st.device, h->ptr, st.ptr, st.bytes);
+    return Tensor(std::move(h), t.shape(), t.strides(), t.offset(), t.dtype());
+}
+
+}  // namespace
+
+void Tensor::copy_from(const Tensor& src) const {
+    require_defined(*this, "Tensor::copy_from (into)");
+    require_defined(src, "Tensor::copy_from (from)");
+    KILN_USER_CHECK(src.shape_ == shape_, "Tensor::copy_from: expected shape " << shape_to_string(shape_)
+                                                                               << ", got " << shape_to_string(src.shape_));
+    const Device dd = device(), sd = src.device();
+    if (dd.kind == Device::Kind::cpu && sd.kind == Device::Kind::cpu) return copy_host(*this, src);
+    if (numel() == 0) return;
+    if (dd.kind == Device::Kind::cpu) return copy_host(*this, host_view(src));
+    // Into a device tensor: a plain copy when both are dense with the same dtype, else
+    // through the host.
+    const auto bytes = static_cast<std::size_t>(numel()) * dtype_size(dtype_);
+    if (is_contiguous() && src.is_contiguous() && src.dtype_ == dtype_) {
+        if (sd.kind == Device::Kind::cpu) return core::copy_host_to_device(dd, data(), src.data(), bytes);
+        if (sd == dd) return core::copy_device_to_device(dd, data(), src.data(), bytes);
+    }
+    if (is_contiguous()) {
+        Tensor h = Tensor::empty(shape_, dtype_);
+        copy_host(h, host_view(src));
+        return core::copy_host_to_device(dd, data(), h.data(), bytes);
+    }
+    Tensor h = host_view(*this);  // the other elements of the storage keep their values
+    copy_host(h, host_view(src));
+    core::copy_host_to_device(dd, storage_->ptr, h.storage()->ptr, storage_->bytes);
 }
 
 Tensor Tensor::contiguous() const {
@@ -253,9 +304,11 @@ Tensor Tensor::astype(DType dtype) const {
 }
 Tensor Tensor::to(Device device) const {
     require_defined(*this, "Tensor::to");
-    KILN_USER_CHECK(device.kind == Device::Kind::cpu,
-                    "Tensor::to: device " << device.to_string() << " is not available in this build (cpu only)");
-    return *this;
+    if (device == this->device()) return *this;
+    if (device.kind != Device::Kind::cpu) core::require_device(device, "Tensor::to");
+    Tensor t = dense(shape_, dtype_, device, "Tensor::to");
+    t.copy_from(*this);
+    return t;
 }
 
 std::vector<double> Tensor::to_doubles() const {
@@ -278,6 +331,12 @@ double Tensor::item(const std::vector<std::int64_t>& index) const {
     // strides may be huge, and index * stride overflow before a later axis of 0 rejects it).
     std::int64_t off = 0;
     for (std::size_t i = 0; i < index.size(); ++i) off += index[i] * strides_[i];
+    if (device().kind != Device::Kind::cpu) {  // one element back from the device
+        const std::size_t es = dtype_size(dtype_);
+        alignas(8) unsigned char e[8];
+        core::copy_device_to_host(device(), e, static_cast<const char*>(data()) + off * static_cast<std::int64_t>(es), es);
+        return core::load_double(e, dtype_);
+    }
     return core::load_double(static_cast<const char*>(data()) + off * static_cast<std::int64_t>(dtype_size(dtype_)),
                              dtype_);
 }
@@ -371,6 +430,10 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 std::string Tensor::to_string(std::int64_t max_elements) const {
     if (!defined()) return "Tensor(undefined)";
+    if (device().kind != Device::Kind::cpu && numel() > 0) {  // one copy back, not one per element
+        std::string s = host_view(*this).to_string(max_elements);
+        return s.insert(s.size() - 1, ", " + device().to_string());
+    }
     std::ostringstream os;
     os << "Tensor(" << dtype_name(dtype_) << shape_to_string(shape_) << ", [";
     // Reads only the elements it prints: a valid view may hold far more than memory (a

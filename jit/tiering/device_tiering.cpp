@@ -1,0 +1,136 @@
+#include "jit/tiering/device_tiering.h"
+
+#include "src/support/log.h"
+#include "tiers/gpu/gpu_tier.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kiln::jit {
+
+std::shared_ptr<tiers::Tier> GpuTiers::get(Device d) {
+    if (!jit_ || d.kind != Device::Kind::cuda || d.index < 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto i = static_cast<std::size_t>(d.index);
+    if (tiers_.size() <= i) {
+        tiers_.resize(i + 1);
+        tried_.resize(i + 1, false);
+    }
+    if (!tried_[i]) {
+        tried_[i] = true;
+        std::string why;
+        tiers_[i] = tiers::gpu::make_gpu_tier(d.index, &why);
+        if (!tiers_[i]) support::log().warn("{}: no GPU tier ({}); device calls run on the interpreter", d.to_string(), why);
+    }
+    return tiers_[i];
+}
+
+DeviceTierManager::DeviceTierManager(std::shared_ptr<const Executable> exe, Device device,
+                                     std::shared_ptr<tiers::Tier> tier, const Tunables& tunables,
+                                     std::shared_ptr<CompileQueue> queue)
+    : exe_(std::move(exe)), tier_(std::move(tier)), tunables_(tunables), queue_(std::move(queue)),
+      state_(device, exe_->groups.size()), policies_(exe_->groups.size()) {
+    if (queue_) ticket_ = queue_->new_ticket();
+}
+
+DeviceTierManager::~DeviceTierManager() { cancel_compiles(); }
+
+void DeviceTierManager::cancel_compiles() {
+    if (queue_ && ticket_) queue_->cancel(ticket_);
+}
+
+void DeviceTierManager::wait_for_compiles() {
+    if (ticket_) ticket_->wait_idle();
+}
+
+std::vector<double> DeviceTierManager::compile_times() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return times_;
+}
+
+void DeviceTierManager::group_ran(std::size_t group, const std::vector<std::int64_t>& params, int tier) {
+    if (!tier_ || tier == 2) return;
+    DeviceGroupCode& code = *state_.groups[group];
+    if (code.blacklisted.load(std::memory_order_relaxed)) return;
+    const kir::Kernel& k = *exe_->groups[group]->kernel;
+    const bool all_static = k.params.empty();
+    std::unique_lock<std::mutex> lock(mu_);
+    GroupPolicy& p = policies_[group];
+    const std::uint64_t sig_calls = ++p.signature_calls[params];
+    const auto t1 = static_cast<std::uint64_t>(std::max<std::int64_t>(tunables_.tier1_threshold, 1));
+    const auto t2 = static_cast<std::uint64_t>(std::max<std::int64_t>(tunables_.tier2_threshold, 1));
+    kir::Specialization bound;
+    for (auto v : params) bound.params.emplace_back(v);
+    if (all_static) {  // one version, specialised by construction
+        if (!p.generic_requested && code.calls.load(std::memory_order_relaxed) >= t1) {
+            p.generic_requested = true;
+            lock.unlock();
+            request(group, bound, 2);
+        }
+        return;
+    }
+    if (!p.generic_requested && code.calls.load(std::memory_order_relaxed) >= t1) {
+        p.generic_requested = true;
+        lock.unlock();
+        request(group, kir::Specialization{std::vector<std::optional<std::int64_t>>(params.size())}, 1);
+        return;
+    }
+    if (sig_calls == t2 && p.specializations < tunables_.max_specializations) {
+        ++p.specializations;
+        lock.unlock();
+        request(group, std::move(bound), 2);
+    }
+}
+
+void DeviceTierManager::launch_failed(std::size_t group, const std::string& why) {
+    (void)group;
+    (void)why;
+    counters_.launch_failures.fetch_add(1, std::memory_order_relaxed);
+}
+
+void DeviceTierManager::request(std::size_t group, kir::Specialization spec, int tier) {
+    if (queue_ && tunables_.async_compile) {
+        queue_->submit(ticket_, tier == 1 ? 2.0 : 1.0,
+                       [this, group, spec = std::move(spec), tier] { compile(group, spec, tier); });
+    } else {
+        compile(group, spec, tier);
+    }
+}
+
+void DeviceTierManager::compile(std::size_t group, const kir::Specialization& spec, int tier) {
+    const GroupRuntime& gr = *exe_->groups[group];
+    DeviceGroupCode& code = *state_.groups[group];
+    const auto t0 = std::chrono::steady_clock::now();
+    tiers::CompileResult r = tier_->compile(*gr.kernel, spec);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.kernel) {
+        counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
+        counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> lock(mu_);
+        const bool hopeless = r.bailout == tiers::Bailout::unsupported_op || r.bailout == tiers::Bailout::unsupported_dtype ||
+                              r.bailout == tiers::Bailout::unsupported_shape;
+        if (hopeless || ++policies_[group].failures >= tunables_.max_failures) code.blacklisted.store(true);
+        support::log().info("{} on {}: no GPU code ({}): {}", gr.group.name, state_.device.to_string(),
+                            tiers::bailout_name(r.bailout), r.detail);
+        return;
+    }
+    counters_.compiles.fetch_add(1, std::memory_order_relaxed);
+    counters_.compile_us.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
+    DeviceVersion v;
+    v.spec = spec;
+    v.code = std::move(r.kernel);
+    v.tier = tier;
+    for (std::size_t i = 0; i < spec.params.size(); ++i)
+        if (spec.params[i]) v.guard.bound.emplace_back(static_cast<int>(i), *spec.params[i]);
+    std::lock_guard<std::mutex> lock(mu_);
+    times_.push_back(ms);
+    auto next = std::make_shared<DeviceCodeSet>(*code.code.load());
+    // Specialisations first (more bound params first), the generic version last.
+    auto at = std::find_if(next->versions.begin(), next->versions.end(), [&](const DeviceVersion& o) {
+        return o.guard.bound.size() < v.guard.bound.size();
+    });
+    next->versions.insert(at, std::move(v));
+    code.code.store(std::move(next), std::memory_order_release);
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,88 @@
+#pragma once
+// The tier-up policy of one function on one GPU. Count-based, like the CPU policy's bounds
+// (the time model of tier_manager.h is CPU-only for now):
+//   - tier 1: after tier1_threshold calls of a group on the device, one generic kernel (no
+//     param bound) is compiled in the background;
+//   - tier 2: after tier2_threshold calls at one param signature, a kernel specialised on
+//     that signature (every param bound), up to max_specializations per group; signatures
+//     past that run the generic kernel (no recompile storm);
+//   - a kernel whose params are all static is specialised from the start (its one version is tier 2);
+//   - a group the printer cannot express, or with max_failures failed compiles or
+//     kMaxLaunchFailures refused launches, stays on tier 0 (blacklisted).
+// Compiles run on the engine's compile queue (or on the calling thread when async_compile
+// is off); calls keep running the code already published.
+#include "jit/exec/run_device.h"
+#include "jit/tiering/compile_queue.h"
+#include "jit/tiering/settings.h"
+#include "tiers/tier.h"
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace kiln::jit {
+
+// The engine's GPU tiers, one per device, made on first use (tiers/gpu/gpu_tier.h). With the
+// JIT off, or where NVRTC is missing, there is none and device calls run on tier 0.
+class GpuTiers {
+public:
+    explicit GpuTiers(bool jit) : jit_(jit) {}
+    std::shared_ptr<tiers::Tier> get(Device d);
+
+private:
+    const bool jit_;
+    std::mutex mu_;
+    std::vector<std::shared_ptr<tiers::Tier>> tiers_;
+    std::vector<bool> tried_;
+};
+
+struct DeviceTierCounters {
+    std::atomic<std::uint64_t> compiles{0}, compile_failures{0}, compile_us{0}, launch_failures{0};
+    std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};
+};
+
+class DeviceTierManager final : public DeviceObserver {
+public:
+    // `tier`: the device's GPU tier; null runs every group on tier 0 (no JIT, or no NVRTC).
+    DeviceTierManager(std::shared_ptr<const Executable> exe, Device device, std::shared_ptr<tiers::Tier> tier,
+                      const Tunables& tunables, std::shared_ptr<CompileQueue> queue);
+    ~DeviceTierManager() override;
+    DeviceTierManager(const DeviceTierManager&) = delete;
+    DeviceTierManager& operator=(const DeviceTierManager&) = delete;
+
+    DeviceState& state() { return state_; }
+    const DeviceState& state() const { return state_; }
+    const DeviceTierCounters& counters() const { return counters_; }
+    // Each successful compile's time, in ms (for the benchmarks' median and largest).
+    std::vector<double> compile_times() const;
+    void wait_for_compiles();
+    void cancel_compiles();
+
+    void group_ran(std::size_t group, const std::vector<std::int64_t>& params, int tier) override;
+    void launch_failed(std::size_t group, const std::string& why) override;
+
+private:
+    struct GroupPolicy {
+        bool generic_requested = false;
+        std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;
+        int specializations = 0;  // requested
+        int failures = 0;
+    };
+    void request(std::size_t group, kir::Specialization spec, int tier);
+    void compile(std::size_t group, const kir::Specialization& spec, int tier);
+
+    std::shared_ptr<const Executable> exe_;
+    std::shared_ptr<tiers::Tier> tier_;
+    Tunables tunables_;
+    std::shared_ptr<CompileQueue> queue_;
+    std::shared_ptr<CompileQueue::Ticket> ticket_;
+    DeviceState state_;
+    DeviceTierCounters counters_;
+    mutable std::mutex mu_;  // policies_, times_
+    std::vector<GroupPolicy> policies_;
+    std::vector<double> times_;
+};
+
+}  // namespace kiln::jit

@@ -1,0 +1,226 @@
+// The GPU tests (kiln_gpu_tests): everything that needs a real NVIDIA GPU. On a machine
+// without one every case prints why it skips (tests/skip.h); nothing simulates a device.
+//
+//   device tensors   factories, copies both ways, views, to_string on cuda:0
+//   differential     the random-graph corpus (tests/random_graphs.h) on cuda:0, each call
+//                    three times (tier 0, then the generic kernel, then the specialised one)
+//                    against the interpreter on the host
+//   threads          8 threads calling one function with random shapes on cuda:0
+//   out of memory    a small KILN_GPU_MEMORY_BYTES: bad_alloc, counted, and the call after it works
+//   launch failure   an injected failed launch: the group runs on tier 0, the answer is right
+//
+// Run on a GPU machine: `kiln_gpu_tests` (the results of each run are kept in
+// tests/gpu/results/).
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "differential.h"
+#include "random_graphs.h"
+#include "skip.h"
+#include "src/core/cuda/driver.h"
+#include "tiers/gpu/gpu_tier.h"
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <new>
+#include <thread>
+
+using namespace kiln;
+namespace diff = kiln::test::diff;
+
+namespace {
+
+bool have_gpu() {
+    std::string why;
+    if (!tiers::gpu::gpu_tier_available(0, &why)) {
+        test::skip("no usable CUDA device: " + why);
+        return false;
+    }
+    return true;
+}
+
+Options gpu_options() {
+    Options o;
+    o.async_compile = false;  // deterministic: each compile happens in the call that asks for it
+    o.tier1_threshold = 1;
+    o.tier2_threshold = 2;
+    o.tierup = "count";
+    return o;
+}
+
+std::vector<Tensor> to_device(const std::vector<Tensor>& v) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : v) out.push_back(t.to(Device::cuda(0)));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("device tensors: factories, copies, views") {
+    if (!have_gpu()) return;
+    const auto& info = core::cuda::device_info(0);
+    std::cout << "device: " << info.name << ", sm_" << info.cc_major << info.cc_minor << ", " << info.sm_count
+              << " SMs, driver " << core::cuda::driver_status().driver_version << "\n";
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64,
+                     DType::boolean}) {
+        CAPTURE(dtype_name(dt));
+        Tensor h = Tensor::rand({3, 5}, 7, dt, 0.0, 4.0);
+        Tensor d = h.to(Device::cuda(0));
+        CHECK(d.device() == Device::cuda(0));
+        CHECK(d.data() != h.data());
+        CHECK(d.to_doubles() == h.to_doubles());
+        CHECK(d.to(Device::cpu()).to_doubles() == h.to_doubles());
+        CHECK(Tensor::zeros({4, 3}, dt, Device::cuda(0)).to_doubles() == std::vector<double>(12, 0.0));
+        CHECK(Tensor::full({2, 2}, 3.0, dt, Device::cuda(0)).to_doubles() == std::vector<double>(4, 3.0));
+        // A strided view of a device tensor reads back as the same view of the host tensor.
+        CHECK(d.transpose(0, 1).to_doubles() == h.transpose(0, 1).to_doubles());
+        CHECK(d.slice(1, 1, 5, 2).contiguous().to_doubles() == h.slice(1, 1, 5, 2).to_doubles());
+        CHECK(d.item({2, 4}) == h.item({2, 4}));
+    }
+    Tensor d = Tensor::full({2, 3}, 1.5, DType::f32, Device::cuda(0));
+    d.slice(1, 0, 1).copy_from(Tensor::full({2, 1}, 7.0));  // into a strided device view
+    CHECK(d.to_vector<double>() == std::vector<double>{7, 1.5, 1.5, 7, 1.5, 1.5});
+    CHECK(d.to_string().find("cuda:0") != std::string::npos);
+    CHECK_THROWS_AS(Tensor::zeros({2}, DType::f32, Device::cuda(99)), Error);
+}
+
+TEST_CASE("differential: the random-graph corpus on cuda:0 against the interpreter") {
+    if (!have_gpu()) return;
+    struct Family {
+        const char* name;
+        diff::Case (*make)(std::uint64_t);
+        std::uint64_t first_seed;
+        int graphs;
+    };
+    const Family families[] = {
+        {"elementwise", diff::elementwise_case, 1000, 40}, {"integer", diff::integer_case, 2000, 30},
+        {"view", diff::view_case, 3000, 30},               {"reduction", diff::reduction_case, 4000, 30},
+        {"norm", diff::norm_case, 5000, 30},               {"matmul", diff::matmul_case, 6000, 30},
+        {"conv", diff::conv_case, 7000, 20},
+    };
+    std::uint64_t total_mismatches = 0;
+    for (const Family& f : families) {
+        std::uint64_t graphs = 0, calls = 0, mismatches = 0, compiles = 0, failures = 0, launches = 0;
+        std::array<std::uint64_t, 3> by_tier{};
+        std::map<std::string, std::uint64_t> bailouts;
+        for (std::uint64_t seed : diff::seeds(f.first_seed, f.graphs)) {
+            diff::Case c = f.make(seed);
+            ++graphs;
+            Engine ref(diff::interpreter_options()), gpu(gpu_options());
+            Function fr = ref.load(c.graph), fg = gpu.load(c.graph);
+            for (const auto& inputs : c.calls) {
+                const std::vector<Tensor> want = fr(inputs);
+                const std::vector<Tensor> dev_in = to_device(inputs);
+                for (int rep = 0; rep < 3; ++rep) {
+                    std::vector<Tensor> got;
+                    try {
+                        got = fg(dev_in);
+                    } catch (const std::exception& e) {
+                        FAIL_CHECK("family " << f.name << " seed " << seed << ": the device call threw: " << e.what() << "\n"
+                                             << diff::describe(c));
+                        ++mismatches;
+                        break;
+                    }
+                    ++calls;
+                    REQUIRE(got.size() == want.size());
+                    for (std::size_t i = 0; i < got.size(); ++i) {
+                        CHECK(got[i].device() == Device::cuda(0));
+                        const std::string m = diff::compare(got[i].to(Device::cpu()), want[i], c.tol_scale * 4.0);
+                        if (!m.empty()) {
+                            ++mismatches;
+                            FAIL_CHECK("family " << f.name << " seed " << seed << " output " << i << " (call rep " << rep
+                                                 << "): " << m << "\n" << diff::describe(c) << "stats: " << fg.stats().to_json());
+                        }
+                    }
+                }
+            }
+            const FunctionStats s = fg.stats();
+            for (std::size_t t = 0; t < 3; ++t) by_tier[t] += s.calls_by_tier[t];
+            compiles += s.gpu_compiles;
+            failures += s.gpu_compile_failures;
+            launches += s.gpu_launches;
+            for (const auto& [k, n] : s.bailouts)
+                if (k.rfind("gpu_", 0) == 0) bailouts[k] += n;
+        }
+        total_mismatches += mismatches;
+        std::cout << "family " << f.name << ": " << graphs << " graphs, " << calls << " device calls (tier 0/1/2: "
+                  << by_tier[0] << "/" << by_tier[1] << "/" << by_tier[2] << "), " << compiles << " NVRTC compiles, "
+                  << failures << " bail-outs, " << launches << " launches, " << mismatches << " mismatches";
+        for (const auto& [k, n] : bailouts) std::cout << ", " << k << " " << n;
+        std::cout << "\n";
+        CHECK_MESSAGE(by_tier[1] + by_tier[2] > 0, "family " << f.name << " never ran device code");
+    }
+    CHECK(total_mismatches == 0);
+}
+
+TEST_CASE("threads: 8 threads call one function with random shapes on cuda:0") {
+    if (!have_gpu()) return;
+    diff::Case c = diff::norm_case(5003);
+    Options o = gpu_options();
+    o.async_compile = true;  // compiles in the background while the threads call
+    Engine ref(diff::interpreter_options()), gpu(o);
+    Function fr = ref.load(c.graph), fg = gpu.load(c.graph);
+    std::vector<std::vector<Tensor>> want;
+    for (const auto& in : c.calls) want.push_back(fr(in));
+    std::atomic<int> bad{0}, done{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 60; ++i) {
+                const std::size_t k = static_cast<std::size_t>(t * 7 + i) % c.calls.size();
+                try {
+                    std::vector<Tensor> got = fg(to_device(c.calls[k]));
+                    for (std::size_t j = 0; j < got.size(); ++j)
+                        if (!diff::compare(got[j].to(Device::cpu()), want[k][j], c.tol_scale * 4.0).empty()) ++bad;
+                } catch (const std::exception&) {
+                    ++bad;
+                }
+                ++done;
+            }
+        });
+    for (auto& th : threads) th.join();
+    fg.wait_for_compiles();
+    const FunctionStats s = fg.stats();
+    std::cout << "threads: " << done.load() << " calls, tier 0/1/2 " << s.calls_by_tier[0] << "/" << s.calls_by_tier[1]
+              << "/" << s.calls_by_tier[2] << ", " << s.gpu_compiles << " compiles, " << bad.load() << " wrong\n";
+    CHECK(bad.load() == 0);
+    CHECK(done.load() == 8 * 60);
+}
+
+TEST_CASE("out of memory under a small KILN_GPU_MEMORY_BYTES") {
+    if (!have_gpu()) return;
+    Options o = gpu_options();
+    o.gpu_memory_bytes = 8 << 20;
+    Engine e(o);
+    const std::uint64_t before = e.stats().gpu_oom_retries;
+    CHECK_THROWS_AS(Tensor::empty({64 << 20}, DType::f32, Device::cuda(0)), std::bad_alloc);  // 256 MiB
+    CHECK(e.stats().gpu_oom_retries > before);
+    // Smaller requests still work, and a function's call too.
+    Tensor a = Tensor::full({1 << 18}, 2.0, DType::f32, Device::cuda(0));
+    Graph g = trace("double", {arg("x", DType::f32, {dyn("n")})},
+                    [](const std::vector<Var>& in) -> std::vector<Var> { return {in[0] * 2.0 + 1.0}; });
+    Function f = e.load(g);
+    for (int i = 0; i < 3; ++i) CHECK(f({a})[0].item({5}) == 5.0);
+    std::cout << "oom: " << e.stats().to_json() << "\n";
+    core::cuda::set_memory_limit(0);
+}
+
+TEST_CASE("an injected launch failure runs the group on tier 0 with the right answer") {
+    if (!have_gpu()) return;
+    Engine e(gpu_options());
+    Graph g = trace("chain", {arg("x", DType::f32, {dyn("n"), 64})},
+                    [](const std::vector<Var>& in) -> std::vector<Var> { return {relu(in[0] * 3.0 - 1.0)}; });
+    Function f = e.load(g);
+    Tensor x = Tensor::randn({32, 64}, 3);
+    Engine ref(diff::interpreter_options());
+    Tensor want = ref.load(g)({x})[0];
+    Tensor xd = x.to(Device::cuda(0));
+    for (int i = 0; i < 3; ++i) f({xd});
+    CHECK(f.stats().gpu_launches > 0);
+    tiers::gpu::fail_next_launches_for_testing(1);
+    Tensor got = f({xd})[0];
+    CHECK(diff::compare(got.to(Device::cpu()), want, 1.0).empty());
+    CHECK(f.stats().gpu_launch_failures == 1);
+    CHECK(f({xd})[0].to_doubles() == got.to_doubles());
+}
