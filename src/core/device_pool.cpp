@@ -12,15 +12,16 @@
 // Design (the contract is in the header):
 // - Every block is one raw allocation of its rounded size; blocks are never split or merged,
 //   so giving one back to the device is always possible and the pool keeps no segment lists.
-// - Two caches: small blocks (< 1 MiB) and large ones. A request only looks in its own cache,
-//   and takes the smallest cached block that fits and is at most a quarter larger than the
-//   request: a 4 MiB request does not take a 64 MiB block, a 512-byte one not a 900 KiB one.
-//   (The large blocks come in steps of 2 MiB, so up to 8 MiB a request takes its own size.)
-//   Among the fitting blocks, the smallest one released on the request's stream wins; only
-//   when none is on that stream does the smallest one from another stream serve it, after
-//   the releasing stream is synchronised (outside the lock: other threads go on meanwhile).
+// - Two caches: small blocks (those of requests under 1 MiB) and large ones. A request looks
+//   only in its own cache, and takes the smallest cached block that fits and is at most a
+//   quarter larger than the request: a 4 MiB request does not take a 64 MiB block, a 512-byte
+//   one not a 900 KiB one. (Large blocks come in steps of 2 MiB, so up to 8 MiB a request
+//   takes only its own size.) Among the fitting blocks, the smallest one released on the
+//   request's stream wins; only when none is on that stream does the smallest one from
+//   another stream serve it, after the releasing stream is synchronised (outside the lock:
+//   other threads go on meanwhile, and several may be in synchronize at once).
 // - One mutex guards the caches and the counters; the backend's raw_alloc and raw_free run
-//   under it, its synchronize does not.
+//   under it.
 // - raw_free may be given a block whose releasing stream has queued work on it: the vendors'
 //   free (cudaFree, hipFree) waits for the device first.
 
