@@ -25,6 +25,8 @@ class DeviceMemoryBackend {
 public:
     virtual ~DeviceMemoryBackend() = default;
     virtual void* raw_alloc(std::size_t bytes) = 0;  // null when the device has no memory for it
+    // `p` may still be used by work queued on the stream it was released with: the free must
+    // wait for that work first (cudaFree and hipFree wait for the device).
     virtual void raw_free(void* p) = 0;
     virtual void synchronize(void* stream) = 0;      // waits for the work queued on `stream`
 };
@@ -62,7 +64,7 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// The size a request of `bytes` is rounded up to.
+// The size a request of `bytes` is rounded up to; kiln::Error past the largest int64.
 std::size_t device_block_size(std::size_t bytes);
 
 }  // namespace kiln::core
