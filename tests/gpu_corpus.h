@@ -1,0 +1,172 @@
+#pragma once
+// The kernels the GPU source printer is tested on (tests/test_gpu_source.cpp,
+// tests/test_gpu_hiprtc.cpp): every lowered group of the differential corpus's graphs
+// (tests/random_graphs.h, the seeds test_differential.cpp runs), printed without a
+// specialisation and with every param bound to its size at the graph's first call; the
+// hand-built kernels of tests/tier_kernels.h; and one kernel that uses every op in every type.
+// Compiling them is the runtime compiler's job (compile_all): in parallel, each source once.
+#include "random_graphs.h"
+#include "tier_kernels.h"
+
+#include "jit/exec/pipeline.h"
+#include "jit/exec/shape_plan.h"
+#include "src/kir/kir.h"
+#include "tiers/gpu/gpu_source.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kiln::gpu_test {
+
+namespace gpu = tiers::gpu;
+
+struct Family {
+    const char* name;
+    test::diff::Case (*make)(std::uint64_t seed);
+    std::uint64_t first_seed;
+    int graphs;
+};
+// The families and seeds of tests/test_differential.cpp.
+inline const std::vector<Family>& families() {
+    namespace diff = test::diff;
+    static const std::vector<Family> f = {
+        {"elementwise", diff::elementwise_case, 1000, 96}, {"integer", diff::integer_case, 2000, 96},
+        {"view", diff::view_case, 3000, 96},               {"reduction", diff::reduction_case, 4000, 96},
+        {"norm", diff::norm_case, 5000, 96},               {"matmul", diff::matmul_case, 6000, 64},
+        {"conv", diff::conv_case, 7000, 64},
+    };
+    return f;
+}
+
+struct Item {
+    std::string what;  // family, seed, group, and whether specialised
+    kir::Kernel kernel;
+    kir::Specialization spec;
+};
+
+// Every lowered kernel of the family's graphs, each without and with a specialisation.
+inline std::vector<Item> family_kernels(const Family& f) {
+    std::vector<Item> out;
+    for (std::uint64_t seed : test::diff::seeds(f.first_seed, f.graphs)) {
+        const test::diff::Case c = f.make(seed);
+        const auto plan = jit::lower_function(c.graph.impl());
+        std::vector<Shape> shapes;
+        for (const Tensor& t : c.calls.at(0)) shapes.push_back(t.shape());
+        const auto sp = jit::make_shape_plan(*plan, shapes, "gpu corpus");
+        for (const auto& g : plan->groups) {
+            if (!g->kernel) continue;
+            const kir::Kernel& k = *g->kernel;
+            std::vector<ir::ValueId> values = g->group.inputs;
+            values.insert(values.end(), g->group.outputs.begin(), g->group.outputs.end());
+            kir::Specialization spec;
+            for (const kir::ParamSource& s : k.param_sources)
+                spec.params.push_back(sp->shapes[static_cast<std::size_t>(values[static_cast<std::size_t>(s.buffer)])][static_cast<std::size_t>(s.dim)]);
+            const std::string what = std::string(f.name) + " seed " + std::to_string(seed) + " group " + g->group.name;
+            out.push_back({what, k, {}});
+            if (!k.params.empty()) out.push_back({what + " (specialised)", k, spec});
+        }
+    }
+    return out;
+}
+
+#define X(n) kir::BinaryOp::n,
+inline constexpr kir::BinaryOp kBinaryOps[] = {KIR_BINARY_OPS(X)};
+#undef X
+
+// One kernel that uses every op of KIR in every type it applies to, every cast, and loads
+// and stores of every dtype: x<d> and y<d> are inputs of dtype d, o<d> an output of dtype d;
+// o<d>[outer * 64 + j] is the j-th result of type d.
+inline kir::Kernel every_op_kernel() {
+    using namespace kir;
+    const std::vector<DType> dts = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
+                                    DType::u8,  DType::i32, DType::i64, DType::boolean};
+    Kernel k;
+    k.name = "every op";
+    const int n = static_cast<int>(dts.size());
+    for (DType d : dts) k.buffers.push_back({"x", d, false});
+    for (DType d : dts) k.buffers.push_back({"y", d, false});
+    for (DType d : dts) k.buffers.push_back({"o", d, true});
+    k.params = {"n"};
+    k.param_sources = {{0, 0}};
+    k.extent = param(0);
+    std::vector<int> slot(dts.size(), 0);
+    auto put = [&](std::size_t di, ExprRef v) {
+        const ExprRef idx = binary(BinaryOp::add, binary(BinaryOp::mul, outer(), index_const(64)), index_const(slot[di]++));
+        k.body.push_back(store(2 * n + static_cast<int>(di), idx, std::move(v)));
+    };
+    for (std::size_t di = 0; di < dts.size(); ++di) {
+        const Type t = compute_type(dts[di]);
+        const ExprRef x = load(static_cast<int>(di), t, outer()), y = load(n + static_cast<int>(di), t, outer());
+        const bool fl = is_float(t), in = !fl && t != Type::boolean;
+        for (UnaryOp op : tier_test::kUnaryOps) {
+            const bool ok = fl ? op != UnaryOp::logical_not
+                               : in ? (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::relu || op == UnaryOp::sign)
+                                    : op == UnaryOp::logical_not;
+            if (ok) put(di, unary(op, x));
+        }
+        for (BinaryOp op : kBinaryOps) {
+            const bool logical = op == BinaryOp::logical_and || op == BinaryOp::logical_or;
+            if (t == Type::boolean ? !(logical || is_comparison(op)) : logical || (in && op == BinaryOp::pow)) continue;
+            put(di, cast(t, binary(op, x, y)));
+        }
+        put(di, select(binary(BinaryOp::lt, x, y), x, y));
+        for (std::size_t from = 0; from < dts.size(); ++from)
+            put(di, cast(t, load(static_cast<int>(from), compute_type(dts[from]), outer())));
+    }
+    // Index arithmetic of params, and constants that are not finite.
+    const ExprRef p = param(0);
+    k.body.push_back(store(2 * n + 7, binary(BinaryOp::div, outer(), binary(BinaryOp::max, p, index_const(1))),
+                           cast(Type::i64, binary(BinaryOp::min, binary(BinaryOp::div, p, binary(BinaryOp::sub, p, outer())), p))));
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    for (double v : {inf, -inf, std::numeric_limits<double>::quiet_NaN(), -0.0, 1e-45, 3.4e38})
+        for (std::size_t di : {std::size_t{0}, std::size_t{1}}) put(di, constant(compute_type(dts[di]), v));
+    return k;
+}
+
+// The hand-built kernels of the CPU tiers' tests, and every_op_kernel.
+inline std::vector<Item> hand_kernels() {
+    std::vector<Item> out;
+    out.push_back({"every op", every_op_kernel(), {}});
+    for (DType d : {DType::f32, DType::f16, DType::bf16}) out.push_back({"softmax", tier_test::softmax_kernel(d), {}});
+    out.push_back({"row max", tier_test::row_extreme_kernel(true, -std::numeric_limits<double>::infinity()), {}});
+    out.push_back({"map", tier_test::map_kernel(DType::f16, DType::bf16, [](kir::ExprRef x) { return kir::unary(kir::UnaryOp::gelu_tanh, x); }), {}});
+    for (Item& i : out) {
+        if (!i.kernel.extent) i.kernel.extent = kir::index_const(16);  // the CPU tests pass the range instead
+        if (!i.kernel.params.empty()) i.spec.params.assign(i.kernel.params.size(), std::int64_t{37});
+    }
+    return out;
+}
+
+struct Compiled {
+    bool ok = false;
+    std::string error;
+};
+// Compiles each distinct source once, on a few threads; results in the order of `sources`.
+inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources,
+                                         const std::function<Compiled(const std::string&)>& compile) {
+    std::map<std::string, std::size_t> first;
+    std::vector<std::size_t> unique;
+    for (std::size_t i = 0; i < sources.size(); ++i)
+        if (first.emplace(sources[i], i).second) unique.push_back(i);
+    std::vector<Compiled> res(sources.size());
+    std::atomic<std::size_t> next{0};
+    const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < n; ++w)
+        workers.emplace_back([&] {
+            for (std::size_t j; (j = next.fetch_add(1)) < unique.size();) res[unique[j]] = compile(sources[unique[j]]);
+        });
+    for (std::thread& t : workers) t.join();
+    for (std::size_t i = 0; i < sources.size(); ++i) res[i] = res[first[sources[i]]];
+    return res;
+}
+
+}  // namespace kiln::gpu_test

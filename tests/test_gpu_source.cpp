@@ -1,0 +1,226 @@
+// The GPU tier's source printer (tiers/gpu/gpu_source.h) and NVRTC loader (tiers/gpu/nvrtc.h),
+// on a machine without a GPU: the printed source is deterministic and prints what the
+// specialisation binds as literals; every kernel of the differential corpus, of the CPU tiers'
+// tests and one that uses every op (tests/gpu_corpus.h) prints and compiles with NVRTC for
+// sm_80 and sm_90 (skipped with the reason when NVRTC is not installed). What the kernels
+// compute is checked on a GPU, not here. nvrtc_api.def's declarations are checked against the
+// toolkit's nvrtc.h at build time where it is installed (tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include "gpu_corpus.h"
+#include "skip.h"
+#include "tiers/gpu/nvrtc.h"
+#include "tiers/gpu/print_p.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+namespace gpu = kiln::tiers::gpu;
+
+namespace {
+
+// out[outer] = in[outer * stride] * 2 with extent param 0 and stride param 1.
+kir::Kernel strided_kernel() {
+    using namespace kir;
+    Kernel k;
+    k.name = "strided/copy";
+    k.buffers = {{"x", DType::f32, false}, {"y", DType::f32, true}};
+    k.params = {"n", "stride"};
+    k.param_sources = {{1, 0}, {0, 0}};
+    k.extent = param(0);
+    k.body = {store(1, outer(), binary(BinaryOp::mul, load(0, Type::f32, binary(BinaryOp::mul, outer(), param(1))), constant(Type::f32, 2.0)))};
+    return k;
+}
+
+std::size_t count(const std::string& s, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+}
+
+// Prints every item and compiles it for sm_80 and sm_90; says how many compiled.
+void compile_items(const std::string& what, const std::vector<gpu_test::Item>& items) {
+    const gpu::NvrtcStatus& st = gpu::nvrtc_status();
+    if (!st.available) {
+        test::skip("NVRTC is not available: " + st.why);
+        return;
+    }
+    std::vector<std::string> sources;
+    for (const gpu_test::Item& it : items) {
+        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::cuda);
+        CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
+        sources.push_back(s.code);
+    }
+    for (int arch : {80, 90}) {
+        if (std::find(st.archs.begin(), st.archs.end(), arch) == st.archs.end()) {
+            test::skip("NVRTC " + std::to_string(st.major) + "." + std::to_string(st.minor) + " does not target sm_" + std::to_string(arch));
+            continue;
+        }
+        const auto res = gpu_test::compile_all(sources, [arch](const std::string& src) {
+            const gpu::NvrtcOutput o = gpu::nvrtc_compile(src, "kiln.cu", arch);
+            return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
+        });
+        int ok = 0;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            ok += res[i].ok ? 1 : 0;
+            CHECK_MESSAGE(res[i].ok, items[i].what << " does not compile for sm_" << arch << ":\n"
+                                                   << res[i].error << "\n--- kernel IR\n" << kir::print(items[i].kernel)
+                                                   << "--- source\n" << sources[i]);
+        }
+        MESSAGE(what << ": " << ok << " of " << items.size() << " kernels compiled for sm_" << arch << " (NVRTC " << st.major << "."
+                     << st.minor << ")");
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gpu source: the same kernel prints the same bytes; names and dialects") {
+    const kir::Kernel k = strided_kernel();
+    const gpu::GpuSource a = gpu::print_source(k, {}, gpu::Dialect::cuda), b = gpu::print_source(k, {}, gpu::Dialect::cuda);
+    REQUIRE(a.ok);
+    CHECK(a.code == b.code);
+    CHECK(a.entry == b.entry);
+    CHECK(a.entry.rfind("kiln_strided_copy_", 0) == 0);
+    CHECK(a.code.find("extern \"C\" __global__ void __launch_bounds__(256) " + a.entry + "(KilnArgs a)") != std::string::npos);
+    CHECK(a.code.find("struct KilnArgs { void* buf[2]; long long param[2]; long long work; };") != std::string::npos);
+    CHECK(a.num_buffers == 2);
+    CHECK(a.num_params == 2);
+    CHECK(a.block == 256);
+    CHECK(gpu::args_bytes(a.num_buffers, a.num_params) == 40);
+    const gpu::GpuSource h = gpu::print_source(k, {}, gpu::Dialect::hip);
+    REQUIRE(h.ok);
+    CHECK(h.entry != a.entry);  // the dialect is part of the name: both may sit in one cache
+    // Another kernel gets another entry.
+    kir::Kernel k2 = k;
+    k2.body = {kir::store(1, kir::outer(), kir::load(0, kir::Type::f32, kir::outer()))};
+    CHECK(gpu::print_source(k2, {}, gpu::Dialect::cuda).entry != a.entry);
+}
+
+TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from the arguments") {
+    const kir::Kernel k = strided_kernel();
+    const gpu::GpuSource free = gpu::print_source(k, {}, gpu::Dialect::cuda);
+    REQUIRE(free.ok);
+    CHECK(count(free.code, "a.param[1]") == 1);
+    kir::Specialization s;
+    s.params = {std::nullopt, std::int64_t{12345}};
+    const gpu::GpuSource bound = gpu::print_source(k, s, gpu::Dialect::cuda);
+    REQUIRE(bound.ok);
+    CHECK(bound.code.find("a.param[1]") == std::string::npos);
+    CHECK(bound.code.find("12345LL") != std::string::npos);
+    CHECK(bound.num_params == 2);  // the ABI keeps every param, bound or not
+    CHECK(bound.entry != free.entry);
+}
+
+TEST_CASE("gpu source: work is the extent (generic form) or batch * m * n (matmul form)") {
+    const kir::Kernel k = strided_kernel();
+    const gpu::GpuSource s = gpu::print_source(k, {}, gpu::Dialect::cuda);
+    REQUIRE(s.ok);
+    const std::int64_t params[] = {77, 3};
+    CHECK(kir::eval_index(s.work, params) == 77);
+
+    // A batched matmul [B, 5, 7] x [7, 3] + bias with a dynamic batch.
+    Graph g = trace("mm", {arg("x", DType::f32, {dyn("B"), 5, 7}), arg("w", DType::f32, {7, 3}), arg("b", DType::f32, {3})},
+                    [](const std::vector<Var>& in) -> Var { return relu(matmul(in[0], in[1]) + in[2]); });
+    const auto plan = jit::lower_function(g.impl());
+    int matmuls = 0;
+    for (const auto& gr : plan->groups) {
+        if (!gr->kernel || !gr->kernel->matmul) continue;
+        ++matmuls;
+        const kir::Kernel& mk = *gr->kernel;
+        const gpu::GpuSource ms = gpu::print_source(mk, {}, gpu::Dialect::cuda);
+        REQUIRE_MESSAGE(ms.ok, ms.why);
+        REQUIRE(mk.params.size() == 1);  // B
+        const std::int64_t b[] = {4};
+        CHECK(kir::eval_index(ms.work, b) == 4 * 5 * 3);
+        CHECK(ms.code.find("for (long long item = ") != std::string::npos);
+    }
+    CHECK(matmuls == 1);
+}
+
+TEST_CASE("gpu source: what it cannot express is a reason, never an exception") {
+    kir::Kernel k = strided_kernel();
+    auto bad = std::make_shared<kir::Stmt>();  // a store of f64 into an f32 buffer
+    bad->kind = kir::StmtKind::Store;
+    bad->buffer = 1;
+    bad->index = kir::outer();
+    bad->value = kir::constant(kir::Type::f64, 1.0);
+    k.body = {bad};
+    gpu::GpuSource s;
+    CHECK_NOTHROW(s = gpu::print_source(k, {}, gpu::Dialect::cuda));
+    CHECK_FALSE(s.ok);
+    CHECK(s.why.find("store of f64") != std::string::npos);
+    CHECK(s.code.empty());
+
+    kir::Kernel k2 = strided_kernel();
+    k2.body = {kir::store(5, kir::outer(), kir::constant(kir::Type::f32, 1.0))};
+    s = gpu::print_source(k2, {}, gpu::Dialect::cuda);
+    CHECK_FALSE(s.ok);
+    CHECK(s.why.find("buffer out of range") != std::string::npos);
+}
+
+TEST_CASE("gpu source: literals are exact in their type") {
+    namespace d = gpu::detail;
+    using kir::Type;
+    CHECK(d::float_literal(Type::f32, 0.1) == "0.100000001f");
+    CHECK(d::float_literal(Type::f64, 0.1) == "0.10000000000000001");
+    CHECK(d::float_literal(Type::f32, 2.0) == "2.0f");
+    CHECK(d::float_literal(Type::f32, -0.0) == "(-0.0f)");
+    CHECK(d::float_literal(Type::f32, 1e300) == "__builtin_bit_cast(float, 0x7f800000u)");
+    CHECK(d::float_literal(Type::f64, -std::numeric_limits<double>::infinity()) == "__builtin_bit_cast(double, 0xfff0000000000000ull)");
+    CHECK(d::int_literal(Type::i64, std::numeric_limits<std::int64_t>::min()) == "(-9223372036854775807LL - 1)");
+    CHECK(d::int_literal(Type::i8, 200) == "(signed char)(-56)");
+    CHECK(d::int_literal(Type::u8, -1) == "(unsigned char)255");
+    CHECK(d::int_literal(Type::boolean, 2) == "true");
+}
+
+TEST_CASE("gpu source: every kernel of the corpus prints") {
+    std::size_t n = 0;
+    for (const gpu_test::Family& f : gpu_test::families())
+        for (const gpu_test::Item& it : gpu_test::family_kernels(f)) {
+            const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::cuda);
+            CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
+            CHECK(s.work != nullptr);
+            ++n;
+        }
+    MESSAGE(n << " kernels printed");
+}
+
+TEST_CASE("gpu source: NVRTC loads, or says why not") {
+    const gpu::NvrtcStatus& st = gpu::nvrtc_status();
+    if (!st.available) {
+        CHECK(!st.why.empty());
+        test::skip("NVRTC is not available: " + st.why);
+        return;
+    }
+    CHECK(st.major >= 12);
+    CHECK(!st.archs.empty());
+    MESSAGE("NVRTC " << st.major << "." << st.minor << " from " << st.library);
+    const gpu::NvrtcOutput bad = gpu::nvrtc_compile("extern \"C\" __global__ void k() { undeclared(); }", "bad.cu", 90);
+    CHECK_FALSE(bad.ok);
+    CHECK(bad.error.find("undeclared") != std::string::npos);
+    const gpu::NvrtcOutput ptx = gpu::nvrtc_compile("extern \"C\" __global__ void k(float* x) { x[0] = 1; }", "ptx.cu", 80, true);
+    REQUIRE_MESSAGE(ptx.ok, ptx.error);
+    CHECK(ptx.binary.find(".entry k") != std::string::npos);
+}
+
+TEST_CASE("gpu source: the hand-built kernels and every op in every type compile with NVRTC") {
+    compile_items("hand-built", gpu_test::hand_kernels());
+}
+
+// One case per family of the differential corpus (each takes a few seconds per hundred kernels).
+#define KILN_GPU_FAMILY_CASE(i, family)                                                  \
+    TEST_CASE("gpu source: the differential corpus compiles with NVRTC: " #family) {    \
+        const gpu_test::Family& f = gpu_test::families().at(i);                       \
+        REQUIRE(std::string(f.name) == #family);                                        \
+        compile_items(f.name, gpu_test::family_kernels(f));                           \
+    }
+KILN_GPU_FAMILY_CASE(0, elementwise)
+KILN_GPU_FAMILY_CASE(1, integer)
+KILN_GPU_FAMILY_CASE(2, view)
+KILN_GPU_FAMILY_CASE(3, reduction)
+KILN_GPU_FAMILY_CASE(4, norm)
+KILN_GPU_FAMILY_CASE(5, matmul)
+KILN_GPU_FAMILY_CASE(6, conv)
+#undef KILN_GPU_FAMILY_CASE

@@ -1,0 +1,144 @@
+// The GPU source printer (gpu_source.h): the kernel's frame (the KilnArgs struct, the entry,
+// the typed buffer pointers, the grid-stride loop) around one of two forms:
+// - generic: one item per outer index, running the kernel's body (every kernel kind);
+// - matmul (a MatmulHint without im2col): one item per output element, the dot product
+//   over k in the accumulator's type and then the hint's epilogue. The generic form's outer
+//   index is a block of up to limits::matmul_row_block rows: far too coarse for a GPU.
+// Convolutions (im2col hints) print in the generic form for now: one item is a block of
+// output channels and pixels, correct but with little parallelism.
+#include "tiers/gpu/print_p.h"
+
+#include "src/support/hash.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace kiln::tiers::gpu {
+namespace {
+
+using detail::Printer;
+using detail::Unsupported;
+using kir::ExprRef;
+using kir::Type;
+
+constexpr int kBlock = 256;  // threads per block (__launch_bounds__)
+
+// [A-Za-z0-9_] only, at most 40 characters.
+std::string sanitize(const std::string& name) {
+    std::string s;
+    for (char c : name) {
+        if (s.size() >= 40) break;
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        s += ok ? c : '_';
+    }
+    return s.empty() ? "kernel" : s;
+}
+
+ExprRef imul(const ExprRef& a, const ExprRef& b) { return kir::binary(kir::BinaryOp::mul, a, b); }
+ExprRef iadd(const ExprRef& a, const ExprRef& b) { return kir::binary(kir::BinaryOp::add, a, b); }
+
+// The grid-stride loop over [0, a.work) with item variable `item`; returns where its body
+// starts in p.out (the temporaries' declarations go there).
+std::size_t open_items(Printer& p, const std::string& item) {
+    p.open("for (long long " + item + " = blockIdx.x * (long long)blockDim.x + threadIdx.x; " + item + " < a.work; " + item +
+           " += (long long)gridDim.x * blockDim.x)");
+    return p.out.size();
+}
+
+// Generic form: work = the kernel's extent; the body once per outer index.
+std::size_t print_generic(Printer& p, GpuSource& src) {
+    const kir::Kernel& k = p.kernel();
+    if (!k.extent) throw Unsupported{"the kernel has no extent"};
+    src.work = k.extent;
+    const std::size_t at = open_items(p, "outer");
+    p.stmts(k.body);
+    p.close();
+    return at;
+}
+
+// Matmul form: work = batch * m * n items (batch, row, col), each the dot product of a row
+// of A and a column of B in the accumulator type, in k order as the loop nest sums, then
+// the epilogue, which reads the accumulator temp and the three loop variables and stores.
+std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep) {
+    const kir::Kernel& k = p.kernel();
+    const kir::MatmulHint& h = *k.matmul;
+    if (!h.m || !h.n || !h.k || !h.batch || !h.a_offset || !h.b_offset) throw Unsupported{"an incomplete matmul hint"};
+    if (h.batch_var < 0 || h.row_var < 0 || h.col_var < 0) throw Unsupported{"a matmul hint without loop variables"};
+    if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= k.temps.size() || k.temps[static_cast<std::size_t>(h.acc_temp)] != h.type)
+        throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
+    src.work = imul(imul(h.batch, h.m), h.n);
+    const std::string m = p.expr(h.m), n = p.expr(h.n);
+    const std::size_t at = open_items(p, "item");
+    const std::string b = Printer::var_name(h.batch_var), r = Printer::var_name(h.row_var), c = Printer::var_name(h.col_var);
+    p.line("const long long " + c + " = item % " + n + ", item_rows = item / " + n + ";");  // m, n > 0 where work > 0
+    p.line("const long long " + r + " = item_rows % " + m + ", " + b + " = item_rows / " + m + ";");
+    // The dot product, as KIR statements (so loads and the sum print like the nest's).
+    const int kv = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
+    const ExprRef acc = kir::temp(h.acc_temp, h.type), kvar = kir::var(kv);
+    const ExprRef a_el = kir::load(h.a, h.type, iadd(h.a_offset, iadd(imul(kir::var(h.row_var), h.k), kvar)));
+    const ExprRef b_el = kir::load(h.b, h.type, iadd(h.b_offset, iadd(imul(kvar, h.n), kir::var(h.col_var))));
+    std::vector<kir::StmtRef> body{
+        kir::assign(h.acc_temp, kir::constant(h.type, 0.0)),
+        kir::loop(kv, kir::index_const(0), h.k, {kir::assign(h.acc_temp, kir::binary(kir::BinaryOp::add, acc, kir::binary(kir::BinaryOp::mul, a_el, b_el)))})};
+    keep.insert(keep.end(), {acc, kvar, a_el, b_el});
+    p.stmts(body);
+    p.stmts(h.epilogue);
+    p.close();
+    return at;
+}
+
+}  // namespace
+
+GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Dialect dialect) {
+    GpuSource src;
+    src.block = kBlock;
+    src.num_buffers = static_cast<int>(k.buffers.size());
+    src.num_params = static_cast<int>(k.params.size());
+    try {
+        if (spec.params.size() > k.params.size()) throw Unsupported{"the specialisation binds more params than the kernel has"};
+        Printer p(k, spec);
+        std::vector<ExprRef> keep;  // expressions the printer made: alive while it remembers them
+        p.indent = 1;
+        const bool matmul = k.matmul && !k.matmul->im2col;
+        const std::size_t at = matmul ? print_matmul(p, src, keep) : print_generic(p, src);
+
+        // Declarations of what the body used, then the body.
+        std::string body;
+        for (int b : p.buffers_used) {
+            const kir::Buffer& buf = k.buffers[static_cast<std::size_t>(b)];
+            const std::string T = detail::storage_type(buf.dtype), cq = buf.output ? "" : "const ";
+            body += "    " + cq + T + "* " + Printer::buffer_name(b) + " = (" + cq + T + "*)a.buf[" + std::to_string(b) + "];\n";
+        }
+        // Temporaries live across the whole item (as the evaluator's do across one outer index).
+        std::string temps;
+        for (int t : p.temps_used) {
+            const Type tt = k.temps[static_cast<std::size_t>(t)];
+            const std::string zero = kir::is_float(tt) ? detail::float_literal(tt, 0.0) : detail::int_literal(tt, 0);
+            temps += "        " + std::string(detail::c_type(tt)) + " " + Printer::temp_name(t) + " = " + zero + ";\n";
+        }
+        body += p.out.substr(0, at) + temps + p.out.substr(at);
+
+        std::string head = dialect == Dialect::cuda ? "// CUDA C for NVRTC" : "// HIP for HIPRTC";
+        head += ", printed by Kiln from kernel " + k.name + "\n";
+        head += detail::prelude(p.helpers, dialect);
+        head += "struct KilnArgs { void* buf[" + std::to_string(std::max(1, src.num_buffers)) + "]; long long param[" +
+                std::to_string(std::max(1, src.num_params)) + "]; long long work; };\n";
+        support::Hasher hs;
+        hs.str(head).str(body).u64(static_cast<std::uint64_t>(dialect));
+        src.entry = "kiln_" + sanitize(k.name) + "_" + support::hex64(hs.digest()).substr(0, 12);
+        // Both dialects: extern "C" keeps the entry's name; HIPRTC predefines __global__,
+        // __launch_bounds__ and the thread builtins as NVRTC does.
+        src.code = head + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") " + src.entry +
+                   "(KilnArgs a) {\n" + body + "}\n";
+        src.ok = true;
+    } catch (const Unsupported& u) {
+        src = GpuSource{};
+        src.why = u.why;
+    } catch (const std::exception& e) {  // kir builders reject a malformed hint
+        src = GpuSource{};
+        src.why = std::string("malformed kernel: ") + e.what();
+    }
+    return src;
+}
+
+}  // namespace kiln::tiers::gpu
