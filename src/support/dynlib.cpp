@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kiln::support {
@@ -15,11 +16,15 @@ std::vector<std::string> gpu_library_dirs() {
     dirs.push_back("/usr/local/cuda/lib64");
     if (const char* r = std::getenv("ROCM_PATH"); r && *r) dirs.push_back(std::string(r) + "/lib");
     dirs.push_back("/opt/rocm/lib");
-    return dirs;
+    std::vector<std::string> unique;
+    for (auto& d : dirs)
+        if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(std::move(d));
+    return unique;
 }
 
 bool DynamicLibrary::open(const std::vector<std::string>& names, std::string* why) {
-    std::string errors;
+    // The loader's message for the first name (what a user would try), then where else it looked.
+    std::string first_error, searched;
     auto attempt = [&](const std::string& path) {
         dlerror();
         if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
@@ -28,8 +33,8 @@ bool DynamicLibrary::open(const std::vector<std::string>& names, std::string* wh
             return true;
         }
         const char* e = dlerror();
-        if (!errors.empty()) errors += "; ";
-        errors += e ? e : path + ": not loadable";
+        if (first_error.empty()) first_error = e ? e : path + ": not loadable";
+        else searched += (searched.empty() ? "" : ", ") + path;
         return false;
     };
     for (const auto& n : names)
@@ -37,7 +42,7 @@ bool DynamicLibrary::open(const std::vector<std::string>& names, std::string* wh
     for (const auto& dir : gpu_library_dirs())
         for (const auto& n : names)
             if (n.find('/') == std::string::npos && attempt(dir + "/" + n)) return true;
-    if (why) *why = errors;
+    if (why) *why = first_error + (searched.empty() ? "" : " (also tried " + searched + ")");
     return false;
 }
 
