@@ -65,14 +65,16 @@ void compile_latency(const std::vector<Graph>& graphs) {
     std::string why;
     auto tier = tiers::gpu::make_gpu_tier(0, &why);
     std::vector<double> ms;
-    for (const Graph& g : graphs)
-        for (const auto& gr : jit::lower_function(g.impl())->groups) {
+    for (const Graph& g : graphs) {
+        const auto exe = jit::lower_function(g.impl());  // kept alive: the loop reads its groups
+        for (const auto& gr : exe->groups) {
             if (!gr->kernel) continue;
             kir::Specialization none{std::vector<std::optional<std::int64_t>>(gr->kernel->params.size())};
             auto r = tier->compile(*gr->kernel, none);
             if (r.kernel) ms.push_back(r.compile_ms);
             else std::printf("  %s: no code: %s\n", gr->group.name.c_str(), r.detail.c_str());
         }
+    }
     if (ms.empty()) return;
     std::sort(ms.begin(), ms.end());
     std::printf("nvrtc compile + load, generic kernels: %zu groups, median %.1f ms, largest %.1f ms\n", ms.size(),
@@ -82,6 +84,7 @@ void compile_latency(const std::vector<Graph>& graphs) {
 }  // namespace
 
 int main() {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is printed, also into a pipe
     std::string why;
     if (!tiers::gpu::gpu_tier_available(0, &why)) {
         std::printf("gpu_bench: no usable CUDA device: %s\n", why.c_str());

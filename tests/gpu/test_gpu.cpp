@@ -72,7 +72,7 @@ TEST_CASE("device tensors: factories, copies, views") {
         CHECK(d.to_doubles() == h.to_doubles());
         CHECK(d.to(Device::cpu()).to_doubles() == h.to_doubles());
         CHECK(Tensor::zeros({4, 3}, dt, Device::cuda(0)).to_doubles() == std::vector<double>(12, 0.0));
-        CHECK(Tensor::full({2, 2}, 3.0, dt, Device::cuda(0)).to_doubles() == std::vector<double>(4, 3.0));
+        CHECK(Tensor::full({2, 2}, 3.0, dt, Device::cuda(0)).to_doubles() == Tensor::full({2, 2}, 3.0, dt).to_doubles());
         // A strided view of a device tensor reads back as the same view of the host tensor.
         CHECK(d.transpose(0, 1).to_doubles() == h.transpose(0, 1).to_doubles());
         CHECK(d.slice(1, 1, 5, 2).contiguous().to_doubles() == h.slice(1, 1, 5, 2).to_doubles());
@@ -222,5 +222,8 @@ TEST_CASE("an injected launch failure runs the group on tier 0 with the right an
     Tensor got = f({xd})[0];
     CHECK(diff::compare(got.to(Device::cpu()), want, 1.0).empty());
     CHECK(f.stats().gpu_launch_failures == 1);
-    CHECK(f({xd})[0].to_doubles() == got.to_doubles());
+    // The next call runs the compiled kernel again (within the dtype's tolerance of tier 0:
+    // the kernel contracts x * 3 - 1 into one FMA).
+    CHECK(diff::compare(f({xd})[0].to(Device::cpu()), want, 1.0).empty());
+    CHECK(f.stats().gpu_launches > 1);
 }

@@ -106,15 +106,37 @@ Driver& driver_for(int ordinal) {
     return d;
 }
 
-// The calling thread's streams, one per device, destroyed when the thread ends.
+// Streams of threads that ended, per device, for the next threads to take. A stream is never
+// destroyed: the caching allocator may still hold blocks released on it (and another thread
+// may be synchronising it to reuse one), so it stays valid for the life of the process; the
+// number of streams is that of the threads that used the device at once.
+struct SpareStreams {
+    std::mutex mu;
+    std::vector<std::vector<CUstream>> by_device;
+};
+SpareStreams& spare_streams() {
+    static SpareStreams* s = new SpareStreams();  // never destroyed, like the driver
+    return *s;
+}
+
+// Set when the calling thread's streams went back to the spares (the thread is ending): a
+// tensor freed after that is released on the stream it last had (kept here, trivially
+// destructible, so reading it then is safe).
+constexpr std::size_t kExitStreams = 16;
+thread_local bool t_exiting = false;
+thread_local CUstream t_exit_streams[kExitStreams] = {};
+
+// The calling thread's streams, one per device; given back to the spares when the thread ends.
 struct ThreadStreams {
     std::vector<CUstream> streams;
     ~ThreadStreams() {
+        t_exiting = true;
+        for (std::size_t i = 0; i < streams.size() && i < kExitStreams; ++i) t_exit_streams[i] = streams[i];
+        SpareStreams& sp = spare_streams();
+        std::lock_guard<std::mutex> lock(sp.mu);
+        if (sp.by_device.size() < streams.size()) sp.by_device.resize(streams.size());
         for (std::size_t i = 0; i < streams.size(); ++i)
-            if (streams[i]) {
-                driver().api.cuCtxSetCurrent(driver().contexts[i]);
-                driver().api.cuStreamDestroy_v2(streams[i]);
-            }
+            if (streams[i]) sp.by_device[i].push_back(streams[i]);
     }
 };
 thread_local ThreadStreams t_streams;
@@ -195,7 +217,17 @@ CUstream thread_stream(int ordinal) {
     auto& v = t_streams.streams;
     if (v.size() <= static_cast<std::size_t>(ordinal)) v.resize(static_cast<std::size_t>(ordinal) + 1, nullptr);
     CUstream& s = v[static_cast<std::size_t>(ordinal)];
-    if (!s) check(api().cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
+    if (s) return s;
+    {
+        SpareStreams& sp = spare_streams();
+        std::lock_guard<std::mutex> lock(sp.mu);
+        if (static_cast<std::size_t>(ordinal) < sp.by_device.size() && !sp.by_device[static_cast<std::size_t>(ordinal)].empty()) {
+            s = sp.by_device[static_cast<std::size_t>(ordinal)].back();
+            sp.by_device[static_cast<std::size_t>(ordinal)].pop_back();
+            return s;
+        }
+    }
+    check(api().cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
     return s;
 }
 
@@ -211,7 +243,9 @@ void* allocate(int ordinal, std::size_t bytes, std::size_t* block_bytes) {
 }
 
 void release(int ordinal, void* p, std::size_t block_bytes) {
-    pool(ordinal).release(p, block_bytes, thread_stream(ordinal));
+    const auto i = static_cast<std::size_t>(ordinal);
+    CUstream s = t_exiting ? (i < kExitStreams ? t_exit_streams[i] : nullptr) : thread_stream(ordinal);
+    pool(ordinal).release(p, block_bytes, s);
 }
 
 DevicePoolStats pool_stats(int ordinal) { return pool(ordinal).stats(); }

@@ -47,7 +47,8 @@ std::string error_text(CUresult r);
 
 // Makes device `ordinal`'s primary context current on the calling thread.
 void bind(int ordinal);
-// The calling thread's stream on device `ordinal` (made on first use; binds the device).
+// The calling thread's stream on device `ordinal` (made on first use, or taken from the
+// streams of threads that ended; binds the device). Streams are never destroyed (driver.cpp).
 CUstream thread_stream(int ordinal);
 void synchronize(int ordinal, CUstream s);
 
