@@ -56,6 +56,23 @@ std::size_t print_generic(Printer& p, GpuSource& src) {
     return at;
 }
 
+// Warp-per-row form (print_p.h: WarpPlan): work = extent * 32 items, one warp per outer
+// index. The grid-stride step is a multiple of 32, so the lanes of a warp always share their
+// outer index and run the same iterations of it (the shuffles need every lane).
+std::size_t print_warp_rows(Printer& p, GpuSource& src, std::vector<ExprRef>& keep, const detail::WarpPlan& plan) {
+    const kir::Kernel& k = p.kernel();
+    src.work = imul(k.extent, kir::index_const(32));
+    keep.push_back(src.work);
+    p.warp = &plan;
+    const std::size_t at = open_items(p, "item");
+    p.line("const long long outer = item >> 5;");
+    p.line("const int lane = (int)(item & 31);");
+    p.stmts(k.body);
+    p.close();
+    p.warp = nullptr;
+    return at;
+}
+
 // Matmul form: work = batch * m * n items (batch, row, col), each the dot product of a row
 // of A and a column of B in the accumulator type, in k order as the loop nest sums, then
 // the epilogue, which reads the accumulator temp and the three loop variables and stores.
@@ -100,7 +117,12 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         std::vector<ExprRef> keep;  // expressions the printer made: alive while it remembers them
         p.indent = 1;
         const bool matmul = k.matmul && !k.matmul->im2col;
-        const std::size_t at = matmul ? print_matmul(p, src, keep) : print_generic(p, src);
+        detail::WarpPlan plan;
+        // HIP's wavefront may be 64 lanes wide: the warp form is CUDA's only.
+        const bool rows = !matmul && dialect == Dialect::cuda && k.extent && detail::plan_warp_rows(k, &plan);
+        const std::size_t at = matmul ? print_matmul(p, src, keep)
+                               : rows ? print_warp_rows(p, src, keep, plan)
+                                      : print_generic(p, src);
 
         // Declarations of what the body used, then the body.
         std::string body;

@@ -78,9 +78,30 @@ void Printer::stmt(const Stmt& s) {
         if (s.var < 0) unsupported("a loop variable with a negative id");
         if (!s.begin || !s.end) unsupported("a loop without bounds");
         const std::string b = expr(s.begin), e = expr(s.end), v = var_name(s.var);
-        open("for (long long " + v + " = " + b + "; " + v + " < " + e + "; ++" + v + ")");
+        const std::vector<WarpReduction>* split = warp && depth_ == 0 ? warp->find(&s) : nullptr;
+        if (split) open("for (long long " + v + " = " + b + " + lane; " + v + " < " + e + "; " + v + " += 32)");
+        else open("for (long long " + v + " = " + b + "; " + v + " < " + e + "; ++" + v + ")");
+        ++depth_;
         stmts(s.body);
+        --depth_;
         close();
+        // What one lane stored in the loop, another may read in a later one.
+        if (split) line("__syncwarp();");
+        if (split)
+            for (const WarpReduction& r : *split) {  // every lane gets the total of the lanes' partial results
+                const std::string t = temp_name(r.temp), T = c_type(r.type), n(kir::type_name(r.type));
+                std::string combine = t + " + o";
+                if (r.select) {
+                    const char* cmp = r.op == BinaryOp::gt ? " > " : r.op == BinaryOp::ge ? " >= " : r.op == BinaryOp::lt ? " < " : " <= ";
+                    combine = "(o" + std::string(cmp) + t + ") ? o : " + t;
+                } else if (r.op == BinaryOp::max || r.op == BinaryOp::min) {
+                    combine = helper("kiln_" + std::string(kir::op_name(r.op)) + "_" + n) + "(" + t + ", o)";
+                }
+                open("for (int s = 16; s > 0; s >>= 1)");
+                line("const " + T + " o = __shfl_xor_sync(0xffffffffu, " + t + ", s);");
+                line(t + " = " + combine + ";");
+                close();
+            }
         return;
     }
     case StmtKind::Store: {
@@ -94,7 +115,8 @@ void Printer::stmt(const Stmt& s) {
         else if (dt == DType::bf16) value = helper("kiln_f32_to_bf16") + "(" + v + ")";
         else if (dt == DType::boolean) value = "(unsigned char)(" + v + " ? 1 : 0)";
         buffers_used.insert(s.buffer);
-        line(buffer_name(s.buffer) + "[" + i + "] = " + value + ";");
+        const bool one_lane = warp && depth_ == 0;  // a row's single value: lane 0 stores it
+        line((one_lane ? "if (lane == 0) " : "") + buffer_name(s.buffer) + "[" + i + "] = " + value + ";");
         return;
     }
     case StmtKind::Assign: {

@@ -37,6 +37,33 @@ std::string prelude(const std::set<std::string>& names, Dialect d);
 // Whether `name` is a helper of the prelude (the printer asks only for those).
 bool is_helper(const std::string& name);
 
+// ---- the warp-per-row form (print_rows.cpp) ----
+
+// A row kernel run by one warp per outer index: the top-level loops over the row are split
+// across the 32 lanes (lane j takes iterations j, j + 32, ...), each reduction temp of a
+// split loop is combined across the lanes after it (a butterfly of shuffles, so every lane
+// holds the total), the other top-level statements run in every lane alike, and top-level
+// stores are made by lane 0.
+struct WarpReduction {
+    int temp = -1;
+    // add, max or min (t = t op e); or a comparison gt, ge, lt, le for the select form
+    // t = select(e cmp t, e, t) (a max or min that skips NaN, as softmax's row maximum is).
+    kir::BinaryOp op = kir::BinaryOp::add;
+    bool select = false;
+    kir::Type type = kir::Type::f32;  // f32 or f64
+};
+struct WarpPlan {
+    // Per top-level loop statement of the kernel's body that is split: its reductions.
+    std::vector<std::pair<const kir::Stmt*, std::vector<WarpReduction>>> loops;
+    const std::vector<WarpReduction>* find(const kir::Stmt* s) const {
+        for (const auto& [stmt, r] : loops)
+            if (stmt == s) return &r;
+        return nullptr;
+    }
+};
+// The plan for kernel `k`, or false when the form does not apply (see print_rows.cpp).
+bool plan_warp_rows(const kir::Kernel& k, WarpPlan* plan);
+
 // ---- expressions and statements (print_expr.cpp) ----
 
 class Printer {
@@ -65,6 +92,8 @@ public:
     int indent = 0;
 
     const kir::Kernel& kernel() const { return k_; }
+    // The warp-per-row form's plan, while printing that form (else null).
+    const WarpPlan* warp = nullptr;
     // The variable of loop variable `id`.
     static std::string var_name(int id) { return "v" + std::to_string(id); }
     static std::string temp_name(int id) { return "t" + std::to_string(id); }
@@ -79,6 +108,7 @@ private:
     std::vector<const kir::Expr*> memo_log_;
     std::unordered_map<const kir::Expr*, bool> loads_;  // does the expression load?
     int next_ = 0;
+    int depth_ = 0;  // loops open around the statement being printed
 
     void stmt(const kir::Stmt& s);
     void pop_memo(std::size_t mark);
