@@ -149,16 +149,17 @@ struct Compiled {
     bool ok = false;
     std::string error;
 };
-// Compiles each distinct source once, on a few threads; results in the order of `sources`.
+// Compiles each distinct source once, on up to `threads` threads (0: a few); results in the
+// order of `sources`.
 inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources,
-                                         const std::function<Compiled(const std::string&)>& compile) {
+                                         const std::function<Compiled(const std::string&)>& compile, unsigned threads = 0) {
     std::map<std::string, std::size_t> first;
     std::vector<std::size_t> unique;
     for (std::size_t i = 0; i < sources.size(); ++i)
         if (first.emplace(sources[i], i).second) unique.push_back(i);
     std::vector<Compiled> res(sources.size());
     std::atomic<std::size_t> next{0};
-    const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    const unsigned n = threads ? threads : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
     std::vector<std::thread> workers;
     for (unsigned w = 0; w < n; ++w)
         workers.emplace_back([&] {

@@ -224,3 +224,14 @@ KILN_GPU_FAMILY_CASE(4, norm)
 KILN_GPU_FAMILY_CASE(5, matmul)
 KILN_GPU_FAMILY_CASE(6, conv)
 #undef KILN_GPU_FAMILY_CASE
+
+TEST_CASE("gpu source: nvrtc_api.def agrees with the toolkit's nvrtc.h") {
+#if defined(KILN_CHECKED_API_NVRTC)
+    // The static_asserts ran when the tests were built (cmake/KilnApiCheck.cmake); here, the
+    // library that loads has every function of the table.
+    MESSAGE("nvrtc_api.def was checked against nvrtc.h at build time");
+    CHECK(gpu::nvrtc_status().why.find("lacks") == std::string::npos);
+#else
+    test::skip("nvrtc.h was not found when the build was configured: nvrtc_api.def is unchecked");
+#endif
+}

@@ -187,12 +187,13 @@ std::string Printer::expr(const ExprRef& ref) {
     default: break;
     }
     if (auto it = memo_.find(&e); it != memo_.end()) return it->second;
-    if (e.kind == ExprKind::Select && (has_load(e.args[1]) || has_load(e.args[2]))) return select(e);
+    if (e.kind == ExprKind::Select && e.args.size() == 3 && (has_load(e.args[1]) || has_load(e.args[2]))) return select(e);
     return hoist(e, compute(e));
 }
 
 // A select whose branches load: only the chosen branch runs (it may load out of range).
 std::string Printer::select(const Expr& e) {
+    if (e.args[0]->type != Type::boolean) unsupported("a malformed select");
     const std::string c = expr(e.args[0]);
     const std::string name = "x" + std::to_string(next_++);
     line(std::string(c_type(e.type)) + " " + name + ";");

@@ -18,12 +18,13 @@ template <class Fn> void resolve(const support::DynamicLibrary& lib, const char*
     if (!*slot) *missing += (missing->empty() ? "" : ", ") + std::string(name);
 }
 
-// One runtime compiler's entry points, under the names the loaders give them.
-template <class Result, class Program> struct RtcFns {
+// One runtime compiler's entry points, under the names the loaders give them. Strings: how
+// the library passes arrays of strings (HIPRTC without the inner const).
+template <class Result, class Program, class Strings = const char* const*> struct RtcFns {
     const char* (*error_string)(Result) = nullptr;
-    Result (*create)(Program*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+    Result (*create)(Program*, const char*, const char*, int, Strings, Strings) = nullptr;
     Result (*destroy)(Program*) = nullptr;
-    Result (*compile)(Program, int, const char* const*) = nullptr;
+    Result (*compile)(Program, int, Strings) = nullptr;
     Result (*log_size)(Program, std::size_t*) = nullptr;
     Result (*log)(Program, char*) = nullptr;
     Result (*code_size)(Program, std::size_t*) = nullptr;
@@ -32,8 +33,8 @@ template <class Result, class Program> struct RtcFns {
 
 // Compiles `source` with `options`; fills out.ok, binary, log, error and ms. Result 0 is
 // success in both libraries.
-template <class Out, class Result, class Program>
-Out rtc_compile(const RtcFns<Result, Program>& f, const std::string& source, const std::string& name,
+template <class Out, class Result, class Program, class Strings>
+Out rtc_compile(const RtcFns<Result, Program, Strings>& f, const std::string& source, const std::string& name,
                 const std::vector<std::string>& options) {
     Out out;
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,0 +1,100 @@
+// The GPU source printer's HIP dialect (tiers/gpu/gpu_source.h) and the HIPRTC loader
+// (tiers/gpu/hiprtc.h), without an AMD GPU: every kernel of tests/gpu_corpus.h prints as HIP and
+// compiles with HIPRTC for gfx90a. Skipped with the reason when HIPRTC (Debian's
+// libamdhip64-dev) is not installed. hiprtc_api.def and comgr_api.def are checked against
+// their headers at build time where those are installed (tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include "gpu_corpus.h"
+#include "skip.h"
+#include "tiers/gpu/hiprtc.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+namespace gpu = kiln::tiers::gpu;
+
+namespace {
+
+const std::string kArch = "gfx90a";
+
+// Prints every item as HIP and compiles it for gfx90a; says how many compiled.
+void compile_items(const std::string& what, const std::vector<gpu_test::Item>& items) {
+    const gpu::HiprtcStatus& st = gpu::hiprtc_status();
+    if (!st.available) {
+        test::skip("HIPRTC is not available: " + st.why);
+        return;
+    }
+    if (std::find(st.archs.begin(), st.archs.end(), kArch) == st.archs.end()) {
+        test::skip("the installed HIPRTC does not target " + kArch);
+        return;
+    }
+    std::vector<std::string> sources;
+    for (const gpu_test::Item& it : items) {
+        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::hip);
+        CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
+        sources.push_back(s.code);
+    }
+    const auto res = gpu_test::compile_all(sources, [](const std::string& src) {
+        const gpu::HiprtcOutput o = gpu::hiprtc_compile(src, "kiln.hip", kArch);
+        return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
+    });
+    int ok = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ok += res[i].ok ? 1 : 0;
+        CHECK_MESSAGE(res[i].ok, items[i].what << " does not compile for " << kArch << ":\n"
+                                               << res[i].error << "\n--- kernel IR\n" << kir::print(items[i].kernel)
+                                               << "--- source\n" << sources[i]);
+    }
+    MESSAGE(what << ": " << ok << " of " << items.size() << " kernels compiled for " << kArch);
+}
+
+}  // namespace
+
+TEST_CASE("gpu hiprtc: HIPRTC loads, or says why not; an unknown architecture is refused, not compiled") {
+    const gpu::HiprtcStatus& st = gpu::hiprtc_status();
+    if (!st.available) {
+        CHECK(!st.why.empty());
+        test::skip("HIPRTC is not available: " + st.why);
+        return;
+    }
+    MESSAGE("HIPRTC " << st.major << "." << st.minor << " from " << st.library << ", " << st.archs.size() << " architectures");
+    CHECK(!st.archs.empty());
+    const gpu::HiprtcOutput none = gpu::hiprtc_compile("extern \"C\" __global__ void k() {}", "none.hip", "gfx0");
+    CHECK_FALSE(none.ok);
+    CHECK(none.error.find("gfx0") != std::string::npos);
+    if (std::find(st.archs.begin(), st.archs.end(), kArch) == st.archs.end()) return;
+    const gpu::HiprtcOutput bad = gpu::hiprtc_compile("extern \"C\" __global__ void k() { undeclared(); }", "bad.hip", kArch);
+    CHECK_FALSE(bad.ok);
+    CHECK(bad.error.find("undeclared") != std::string::npos);
+}
+
+TEST_CASE("gpu hiprtc: the hand-built kernels and every op in every type compile for gfx90a") {
+    compile_items("hand-built", gpu_test::hand_kernels());
+}
+
+#define KILN_GPU_FAMILY_CASE(i, family)                                                   \
+    TEST_CASE("gpu hiprtc: the differential corpus compiles for gfx90a: " #family) {     \
+        const gpu_test::Family& f = gpu_test::families().at(i);                          \
+        REQUIRE(std::string(f.name) == #family);                                         \
+        compile_items(f.name, gpu_test::family_kernels(f));                              \
+    }
+KILN_GPU_FAMILY_CASE(0, elementwise)
+KILN_GPU_FAMILY_CASE(1, integer)
+KILN_GPU_FAMILY_CASE(2, view)
+KILN_GPU_FAMILY_CASE(3, reduction)
+KILN_GPU_FAMILY_CASE(4, norm)
+KILN_GPU_FAMILY_CASE(5, matmul)
+KILN_GPU_FAMILY_CASE(6, conv)
+#undef KILN_GPU_FAMILY_CASE
+
+TEST_CASE("gpu hiprtc: hiprtc_api.def and comgr_api.def agree with their headers") {
+#if defined(KILN_CHECKED_API_HIPRTC) && defined(KILN_CHECKED_API_COMGR)
+    MESSAGE("hiprtc_api.def and comgr_api.def were checked against hip/hiprtc.h and amd_comgr.h at build time");
+    CHECK(gpu::hiprtc_status().why.find("lack") == std::string::npos);
+#else
+    test::skip("hip/hiprtc.h or amd_comgr.h was not found when the build was configured: the tables are unchecked");
+#endif
+}
