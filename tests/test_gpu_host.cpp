@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "skip.h"
 #include "src/core/device.h"
 
 #include <filesystem>
@@ -86,4 +87,14 @@ TEST_CASE("gpu: KILN_DUMP=cuda,hip writes the source of every group at load, wit
     CHECK(cu >= 2);  // the matmul group and the softmax group at least
     CHECK(hip == cu);
     fs::remove_all(dir);
+}
+
+TEST_CASE("gpu: cuda_api.def agrees with the toolkit's cuda.h") {
+#if defined(KILN_CHECKED_API_CUDA)
+    // The static_asserts ran when the tests were built (cmake/KilnApiCheck.cmake).
+    MESSAGE("cuda_api.def was checked against cuda.h at build time");
+    CHECK(true);
+#else
+    kiln::test::skip("cuda.h was not found when the build was configured: cuda_api.def is unchecked");
+#endif
 }

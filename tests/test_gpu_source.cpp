@@ -113,7 +113,7 @@ TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from th
     CHECK(bound.entry != free.entry);
 }
 
-TEST_CASE("gpu source: work is the extent (generic form) or batch * m * n (matmul form)") {
+TEST_CASE("gpu source: work is the extent (generic form), 256 per 64x64 tile (CUDA matmul) or batch * m * n (HIP matmul)") {
     const kir::Kernel k = strided_kernel();
     const gpu::GpuSource s = gpu::print_source(k, {}, gpu::Dialect::cuda);
     REQUIRE(s.ok);
@@ -133,8 +133,12 @@ TEST_CASE("gpu source: work is the extent (generic form) or batch * m * n (matmu
         REQUIRE_MESSAGE(ms.ok, ms.why);
         REQUIRE(mk.params.size() == 1);  // B
         const std::int64_t b[] = {4};
-        CHECK(kir::eval_index(ms.work, b) == 4 * 5 * 3);
-        CHECK(ms.code.find("for (long long item = ") != std::string::npos);
+        CHECK(kir::eval_index(ms.work, b) == 4 * 1 * 1 * 256);  // one tile of 5 x 3 per batch entry
+        CHECK(ms.code.find("__shared__") != std::string::npos);
+        const gpu::GpuSource hs = gpu::print_source(mk, {}, gpu::Dialect::hip);
+        REQUIRE_MESSAGE(hs.ok, hs.why);
+        CHECK(kir::eval_index(hs.work, b) == 4 * 5 * 3);
+        CHECK(hs.code.find("for (long long item = ") != std::string::npos);
     }
     CHECK(matmuls == 1);
 }

@@ -19,6 +19,7 @@
 #include "skip.h"
 #include "src/core/cuda/driver.h"
 #include "tiers/gpu/gpu_tier.h"
+#include "../bench/workloads.h"
 
 #include <atomic>
 #include <iostream>
@@ -152,6 +153,37 @@ TEST_CASE("differential: the random-graph corpus on cuda:0 against the interpret
         CHECK_MESSAGE(by_tier[1] + by_tier[2] > 0, "family " << f.name << " never ran device code");
     }
     CHECK(total_mismatches == 0);
+}
+
+TEST_CASE("models: the MLP and the transformer block of the examples and benchmarks on cuda:0") {
+    if (!have_gpu()) return;
+    kiln_bench::Mlp mlp = kiln_bench::make_mlp();
+    kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    struct Model {
+        const char* name;
+        const Graph& graph;
+        std::vector<Shape> shapes;
+    };
+    const Model models[] = {{"mlp", mlp.graph, {{1, 784}, {7, 784}, {64, 784}}},
+                            {"transformer_block", tb.graph, {{1, 1, 256}, {1, 17, 256}, {1, 128, 256}}}};
+    for (const Model& m : models) {
+        Engine ref(diff::interpreter_options()), gpu(gpu_options());
+        Function fr = ref.load(m.graph), fg = gpu.load(m.graph);
+        for (std::size_t i = 0; i < m.shapes.size(); ++i) {
+            Tensor x = Tensor::randn(m.shapes[i], 100 + i);
+            const Tensor want = fr({x})[0];
+            for (int rep = 0; rep < 3; ++rep) {
+                const Tensor got = fg({x.to(Device::cuda(0))})[0];
+                CHECK_MESSAGE(diff::compare(got.to(Device::cpu()), want, 10.0).empty(),
+                              m.name << " " << shape_to_string(m.shapes[i]) << " rep " << rep);
+            }
+        }
+        const FunctionStats s = fg.stats();
+        std::cout << m.name << ": tier 0/1/2 " << s.calls_by_tier[0] << "/" << s.calls_by_tier[1] << "/"
+                  << s.calls_by_tier[2] << ", " << s.gpu_compiles << " compiles (" << s.gpu_compile_ms << " ms), "
+                  << s.gpu_launches << " launches\n";
+        CHECK(s.calls_by_tier[2] > 0);
+    }
 }
 
 TEST_CASE("threads: 8 threads call one function with random shapes on cuda:0") {

@@ -44,6 +44,12 @@ void Printer::line(const std::string& s) {
     out += s;
     out += '\n';
 }
+void Printer::expr_line(const std::string& prefix, const ExprRef& e, const std::string& suffix) {
+    const std::size_t mark = memo_log_.size();
+    const std::string v = expr(e);
+    line(prefix + v + suffix);
+    pop_memo(mark);
+}
 void Printer::open(const std::string& s) {
     line(s + " {");
     ++indent;

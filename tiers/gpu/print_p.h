@@ -79,6 +79,8 @@ public:
     std::string expr(const kir::ExprRef& e);
     // Prints one line at the current indent.
     void line(const std::string& s);
+    // Prints prefix + expr(e) + suffix as one statement: the values it hoists are scoped to it.
+    void expr_line(const std::string& prefix, const kir::ExprRef& e, const std::string& suffix);
     void open(const std::string& s);  // line(s + " {") and indent
     void close();                     // dedent and "}"
     // The name of helper `name` (which the prelude will print).

@@ -26,14 +26,13 @@ bool load_api(Driver& d) {
         return false;
     }
     d.status.library = d.lib.path();
-#define KILN_CUDA_FN(name, args)                                                 \
+#define KILN_API_FN(name, ret, params)                                          \
     d.api.name = reinterpret_cast<decltype(d.api.name)>(d.lib.symbol(#name, &why)); \
     if (!d.api.name) {                                                           \
         d.status.why = "the CUDA driver lacks " #name ": " + why;                \
         return false;                                                            \
     }
 #include "src/core/cuda/cuda_api.def"
-#undef KILN_CUDA_FN
     return true;
 }
 
@@ -70,10 +69,10 @@ Driver& driver() {
                 a.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(which), dev);
                 return v;
             };
-            info.cc_major = attr(kAttrComputeCapabilityMajor);
-            info.cc_minor = attr(kAttrComputeCapabilityMinor);
-            info.sm_count = attr(kAttrMultiprocessorCount);
-            info.max_threads_per_block = attr(kAttrMaxThreadsPerBlock);
+            info.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+            info.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+            info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+            info.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
             a.cuDeviceTotalMem_v2(&info.total_memory, dev);
             CUcontext ctx = nullptr;
             if (CUresult r = a.cuDevicePrimaryCtxRetain(&ctx, dev); r != kSuccess) {
@@ -227,7 +226,7 @@ CUstream thread_stream(int ordinal) {
             return s;
         }
     }
-    check(api().cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
+    check(api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     return s;
 }
 

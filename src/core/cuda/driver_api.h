@@ -6,7 +6,6 @@
 
 namespace kiln::core::cuda {
 
-#ifndef KILN_CUDA_API_TYPES_FROM_SDK
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
@@ -15,22 +14,15 @@ using CUstream = struct CUstream_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 enum CUdevice_attribute : int {};
-#endif
 
-inline constexpr CUresult kSuccess = 0;
-inline constexpr CUresult kErrorOutOfMemory = 2;
-inline constexpr CUresult kErrorNotInitialized = 3;
-inline constexpr unsigned kStreamNonBlocking = 1;
-// CUdevice_attribute values.
-inline constexpr int kAttrMaxThreadsPerBlock = 1;
-inline constexpr int kAttrMultiprocessorCount = 16;
-inline constexpr int kAttrComputeCapabilityMajor = 75;
-inline constexpr int kAttrComputeCapabilityMinor = 76;
+// The enumerators of cuda_api.def (CUDA_SUCCESS, CU_STREAM_NON_BLOCKING, ...).
+#define KILN_API_CONST(name, value) inline constexpr int name = value;
+#include "src/core/cuda/cuda_api.def"
+inline constexpr CUresult kSuccess = CUDA_SUCCESS;
 
 struct DriverApi {
-#define KILN_CUDA_FN(name, args) CUresult(*name) args = nullptr;
+#define KILN_API_FN(name, ret, params) ret(*name) params = nullptr;
 #include "src/core/cuda/cuda_api.def"
-#undef KILN_CUDA_FN
 };
 
 }  // namespace kiln::core::cuda
