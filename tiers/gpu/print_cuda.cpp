@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
+#include <optional>
 
 namespace kiln::tiers::gpu {
 namespace {
@@ -183,6 +185,24 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     return at;
 }
 
+// The value of index expression `e` when every param it reads is bound by `spec`.
+std::optional<std::int64_t> bound_value(const ExprRef& e, const kir::Specialization& spec) {
+    std::vector<std::int64_t> params(spec.params.size(), 0);
+    bool all = true;
+    std::function<void(const ExprRef&)> walk = [&](const ExprRef& x) {
+        if (!x) return;
+        if (x->kind == kir::ExprKind::Param) {
+            const auto i = static_cast<std::size_t>(x->id);
+            if (x->id < 0 || i >= spec.params.size() || !spec.params[i]) all = false;
+            else params[i] = *spec.params[i];
+        }
+        for (const auto& arg : x->args) walk(arg);
+    };
+    walk(e);
+    if (!all) return std::nullopt;
+    return kir::eval_index(e, params.data());
+}
+
 }  // namespace
 
 GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Dialect dialect) {
@@ -199,9 +219,13 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         detail::WarpPlan plan;
         // HIP's wavefront may be 64 lanes wide: the warp form is CUDA's only.
         const bool rows = !matmul && dialect == Dialect::cuda && k.extent && detail::plan_warp_rows(k, &plan);
-        // The tiled form where the epilogue can be printed per element; the element form is
-        // kept for HIP (whose wavefronts the tile layout was not written for).
-        const std::size_t at = matmul ? (dialect == Dialect::cuda ? print_matmul_tiled(p, src, keep) : print_matmul(p, src, keep))
+        // The tiled form for products of at least 64 rows known when printing (a tile of
+        // fewer rows idles most of its threads, and few tiles leave the device idle: the
+        // element form is faster there, and serves the generic kernel whose rows vary); the
+        // element form for HIP too (whose wavefronts the tile layout was not written for).
+        const std::optional<std::int64_t> m_rows = matmul ? bound_value(k.matmul->m, spec) : std::nullopt;
+        const bool tiled = dialect == Dialect::cuda && m_rows && *m_rows >= 64;
+        const std::size_t at = matmul ? (tiled ? print_matmul_tiled(p, src, keep) : print_matmul(p, src, keep))
                                : rows ? print_warp_rows(p, src, keep, plan)
                                       : print_generic(p, src);
 

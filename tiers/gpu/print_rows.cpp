@@ -2,9 +2,10 @@
 // The kernel's body (one outer index: one row) must be top-level assignments, stores and
 // loops, where every top-level loop can be split across lanes:
 // - each temp it assigns is either a reduction (assigned once, at the loop body's top level,
-//   as t = t op e with op add, max or min on f32 or f64, e not reading t, t read nowhere else
-//   in the loop, and t's last top-level assignment before the loop an identity of op: 0, -inf
-//   or +inf) or local to an iteration (its first access in the iteration is a write, and
+//   as t = t op e with op add, max or min on f32 or f64, or as the NaN-skipping maximum or
+//   minimum select(e > t, e, t), e not reading t, t read nowhere else in the loop, and for a
+//   sum t's last top-level assignment before the loop 0; max and min, being idempotent, may
+//   start from any value) or local to an iteration (its first access in the iteration is a write, and
 //   nothing after the loop reads it);
 // - each store in it writes an element indexed by the loop variable (distinct iterations,
 //   distinct elements);
@@ -160,7 +161,10 @@ bool plan_warp_rows(const kir::Kernel& k, WarpPlan* plan) {
                             accesses({k.body[j]}, r, w);
                             if (w.count(t)) break;
                         }
-                    reduction = !e_reads.count(t) && !other_reads.count(t) && init && is_identity(*init, form->first);
+                    // max and min are idempotent: the value t holds before the loop (the same in
+                    // every lane) may enter every lane's partial result; a sum needs 0 there.
+                    const bool idempotent = form->first != BinaryOp::add;
+                    reduction = !e_reads.count(t) && !other_reads.count(t) && (idempotent || (init && is_identity(*init, form->first)));
                     if (reduction) reductions.push_back({t, form->first, form->second, tt});
                 }
             }
