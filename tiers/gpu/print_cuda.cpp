@@ -106,31 +106,34 @@ std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep)
     return at;
 }
 
-// Tiled matmul form: one block of 256 threads per 64x64 tile of C (of one batch entry), A's
-// and B's tiles staged in shared memory 16 values of k at a time, each thread holding a 4x4
-// block of accumulators (rows ty + 16 i, columns tx + 16 j). work = tiles * 256: the kernel
+// Tiled matmul form: one block of 256 threads per S x S tile of C (of one batch entry; S is
+// 64 or 32), A's and B's tiles staged in shared memory 16 values of k at a time, each thread
+// holding an R x R block of accumulators (R = S / 16: rows ty + 16 i, columns tx + 16 j).
+// work = tiles * 256: the kernel
 // walks the tiles from blockIdx.x in steps of gridDim.x (the host launches work / 256
 // blocks, or fewer). Each accumulator sums in k order, as the loop nest does; then the
 // epilogue runs for each output element in range.
-std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>& keep) {
+std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>& keep, int S) {
     const kir::Kernel& k = p.kernel();
     const kir::MatmulHint& h = *k.matmul;
     if (!h.m || !h.n || !h.k || !h.batch || !h.a_offset || !h.b_offset) throw Unsupported{"an incomplete matmul hint"};
     if (h.batch_var < 0 || h.row_var < 0 || h.col_var < 0) throw Unsupported{"a matmul hint without loop variables"};
     if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= k.temps.size() || k.temps[static_cast<std::size_t>(h.acc_temp)] != h.type)
         throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
-    const ExprRef c63 = kir::index_const(63), c64 = kir::index_const(64);
-    auto tiles = [&](const ExprRef& d) { return kir::binary(kir::BinaryOp::div, iadd(d, c63), c64); };
+    const std::string s = std::to_string(S), s1 = std::to_string(S - 1), R = std::to_string(S / 16);
+    const std::string a_count = std::to_string(S * 16), b_shift = S == 64 ? "6" : "5";
+    const ExprRef cm1 = kir::index_const(S - 1), cs = kir::index_const(S);
+    auto tiles = [&](const ExprRef& d) { return kir::binary(kir::BinaryOp::div, iadd(d, cm1), cs); };
     src.work = imul(imul(imul(h.batch, tiles(h.m)), tiles(h.n)), kir::index_const(256));
     keep.push_back(src.work);
     const std::string T = detail::c_type(h.type);
     const std::string zero = detail::float_literal(h.type, 0.0);
-    p.line("__shared__ " + T + " As[16][64 + 1];");
-    p.line("__shared__ " + T + " Bs[16][64];");
+    p.line("__shared__ " + T + " As[16][" + s + " + 1];");
+    p.line("__shared__ " + T + " Bs[16][" + s + "];");
     p.expr_line("const long long M = ", h.m, ";");
     p.expr_line("const long long N = ", h.n, ";");
     p.expr_line("const long long K = ", h.k, ";");
-    p.line("const long long tiles_m = (M + 63) / 64, tiles_n = (N + 63) / 64;");
+    p.line("const long long tiles_m = (M + " + s1 + ") / " + s + ", tiles_n = (N + " + s1 + ") / " + s + ";");
     p.line("const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;");
     p.open("for (long long tile = blockIdx.x; tile < (a.work >> 8); tile += gridDim.x)");
     const std::size_t at = p.out.size();
@@ -140,25 +143,25 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     p.line("const long long tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, " + b + " = tile / tiles_n / tiles_m;");
     p.expr_line("const long long a_off = ", h.a_offset, ";");
     p.expr_line("const long long b_off = ", h.b_offset, ";");
-    p.line(T + " acc[4][4];");
-    p.line("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = " + zero + ";");
+    p.line(T + " acc[" + R + "][" + R + "];");
+    p.line("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + R + "; ++j) acc[i][j] = " + zero + ";");
     p.open("for (long long k0 = 0; k0 < K; k0 += 16)");
-    // A's tile: 64 rows x 16 k; B's: 16 k x 64 columns; zeros outside the matrices.
+    // A's tile: S rows x 16 k; B's: 16 k x S columns; zeros outside the matrices.
     const ExprRef a_el = kir::load(h.a, h.type, iadd(kir::var(kv + 3), iadd(imul(kir::var(kv), h.k), kir::var(kv + 1))));
     const ExprRef b_el = kir::load(h.b, h.type, iadd(kir::var(kv + 4), iadd(imul(kir::var(kv + 1), h.n), kir::var(kv + 2))));
     keep.insert(keep.end(), {a_el, b_el});
     const std::string a_off = Printer::var_name(kv + 3), b_off = Printer::var_name(kv + 4);
-    p.open("for (int l = threadIdx.x; l < 1024; l += 256)");
+    p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
     p.line("const int rr = l >> 4, kk = l & 15;");
-    p.line("const long long " + gr + " = tm * 64 + rr, " + gk + " = k0 + kk, " + a_off + " = a_off;");
+    p.line("const long long " + gr + " = tm * " + s + " + rr, " + gk + " = k0 + kk, " + a_off + " = a_off;");
     p.open("if (" + gr + " < M && " + gk + " < K)");
     p.expr_line("As[kk][rr] = ", a_el, ";");
     p.close();
     p.line("else As[kk][rr] = " + zero + ";");
     p.close();
-    p.open("for (int l = threadIdx.x; l < 1024; l += 256)");
-    p.line("const int kk = l >> 6, cc = l & 63;");
-    p.line("const long long " + gk + " = k0 + kk, " + gc + " = tn * 64 + cc, " + b_off + " = b_off;");
+    p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
+    p.line("const int kk = l >> " + b_shift + ", cc = l & " + s1 + ";");
+    p.line("const long long " + gk + " = k0 + kk, " + gc + " = tn * " + s + " + cc, " + b_off + " = b_off;");
     p.open("if (" + gk + " < K && " + gc + " < N)");
     p.expr_line("Bs[kk][cc] = ", b_el, ";");
     p.close();
@@ -166,16 +169,16 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     p.close();
     p.line("__syncthreads();");
     p.open("for (int kk = 0; kk < 16; ++kk)");
-    p.line(T + " ar[4], bc[4];");
-    p.line("for (int i = 0; i < 4; ++i) ar[i] = As[kk][ty + 16 * i];");
-    p.line("for (int j = 0; j < 4; ++j) bc[j] = Bs[kk][tx + 16 * j];");
-    p.line("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = acc[i][j] + ar[i] * bc[j];");
+    p.line(T + " ar[" + R + "], bc[" + R + "];");
+    p.line("for (int i = 0; i < " + R + "; ++i) ar[i] = As[kk][ty + 16 * i];");
+    p.line("for (int j = 0; j < " + R + "; ++j) bc[j] = Bs[kk][tx + 16 * j];");
+    p.line("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + R + "; ++j) acc[i][j] = acc[i][j] + ar[i] * bc[j];");
     p.close();
     p.line("__syncthreads();");
     p.close();
     // The epilogue of each output element in range.
-    p.open("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j)");
-    p.line("const long long " + r + " = tm * 64 + ty + 16 * i, " + c + " = tn * 64 + tx + 16 * j;");
+    p.open("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + R + "; ++j)");
+    p.line("const long long " + r + " = tm * " + s + " + ty + 16 * i, " + c + " = tn * " + s + " + tx + 16 * j;");
     p.line("if (" + r + " >= M || " + c + " >= N) continue;");
     p.temps_used.insert(h.acc_temp);
     p.line(Printer::temp_name(h.acc_temp) + " = acc[i][j];");
@@ -219,13 +222,18 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         detail::WarpPlan plan;
         // HIP's wavefront may be 64 lanes wide: the warp form is CUDA's only.
         const bool rows = !matmul && dialect == Dialect::cuda && k.extent && detail::plan_warp_rows(k, &plan);
-        // The tiled form for products of at least 64 rows known when printing (a tile of
+        // The tiled form for products of at least 32 rows known when printing (a tile of
         // fewer rows idles most of its threads, and few tiles leave the device idle: the
         // element form is faster there, and serves the generic kernel whose rows vary); the
         // element form for HIP too (whose wavefronts the tile layout was not written for).
+        // Tiles of 64 when they make at least 256 blocks (about two per multiprocessor of a
+        // large GPU), else of 32, which make four times as many.
         const std::optional<std::int64_t> m_rows = matmul ? bound_value(k.matmul->m, spec) : std::nullopt;
-        const bool tiled = dialect == Dialect::cuda && m_rows && *m_rows >= 64;
-        const std::size_t at = matmul ? (tiled ? print_matmul_tiled(p, src, keep) : print_matmul(p, src, keep))
+        const std::optional<std::int64_t> n_cols = matmul ? bound_value(k.matmul->n, spec) : std::nullopt;
+        const std::optional<std::int64_t> batch = matmul ? bound_value(k.matmul->batch, spec) : std::nullopt;
+        const bool tiled = dialect == Dialect::cuda && m_rows && *m_rows >= 32;
+        const bool big = m_rows && n_cols && batch && *batch * ((*m_rows + 63) / 64) * ((*n_cols + 63) / 64) >= 256;
+        const std::size_t at = matmul ? (tiled ? print_matmul_tiled(p, src, keep, big ? 64 : 32) : print_matmul(p, src, keep))
                                : rows ? print_warp_rows(p, src, keep, plan)
                                       : print_generic(p, src);
 
