@@ -109,7 +109,8 @@ jit::DeviceTierManager& FunctionImpl::on_device(Device d) {
     const auto i = static_cast<std::size_t>(d.index);
     if (devices.size() <= i) devices.resize(i + 1);
     if (!devices[i])
-        devices[i] = std::make_unique<jit::DeviceTierManager>(exe, d, resources.gpu->get(d), tunables, resources.queue);
+        devices[i] = std::make_unique<jit::DeviceTierManager>(exe, d, resources.gpu->get(d), tunables, resources.queue,
+                                                              resources.disk, resources.trace);
     return *devices[i];
 }
 
@@ -125,7 +126,7 @@ std::vector<Tensor> FunctionImpl::call_on_device(std::span<const Tensor> inputs,
     jit::DeviceTierManager& dm = on_device(inputs[0].device());
     int tier = 0;
     const auto t0 = tiers.trace() ? profiling::ChromeTrace::Clock::now() : profiling::ChromeTrace::Clock::time_point{};
-    std::vector<Tensor> out = jit::run_groups_on_device(*exe, sp, dm.state(), &dm, inputs, &tier);
+    std::vector<Tensor> out = jit::run_groups_on_device(*exe, sp, dm.state(), &dm, inputs, &tier, tiers.trace());
     trace_call(t0, tier);
     profile.record_call(sp.signature, sp.bindings);
     calls_by_tier[static_cast<std::size_t>(tier)].fetch_add(1, std::memory_order_relaxed);
@@ -203,6 +204,7 @@ FunctionStats FunctionImpl::stats() const {
         s.gpu_compile_failures += dc.compile_failures.load(std::memory_order_relaxed);
         s.gpu_compile_ms += static_cast<double>(dc.compile_us.load(std::memory_order_relaxed)) * 1e-3;
         s.gpu_launch_failures += dc.launch_failures.load(std::memory_order_relaxed);
+        s.persistent_cache_hits += dc.disk_hits.load(std::memory_order_relaxed);
         for (std::size_t g = 0; g < s.groups.size(); ++g) {
             const jit::DeviceGroupCode& gc = *d->state().groups[g];
             s.guard_failures += gc.guard_failures.load(std::memory_order_relaxed);

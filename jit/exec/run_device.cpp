@@ -20,8 +20,8 @@ namespace {
 class DeviceCall final : public tiers::ValueEnv {
 public:
     DeviceCall(const Executable& x, const ShapePlan& sp, DeviceState& st, DeviceObserver* obs,
-               std::span<const Tensor> inputs)
-        : x_(x), g_(*x.graph), sp_(sp), st_(st), obs_(obs), dev_(g_.nodes.size()), host_(g_.nodes.size()) {
+               std::span<const Tensor> inputs, profiling::ChromeTrace* trace)
+        : x_(x), g_(*x.graph), sp_(sp), st_(st), obs_(obs), trace_(trace), dev_(g_.nodes.size()), host_(g_.nodes.size()) {
         for (std::size_t i = 0; i < g_.inputs.size(); ++i) dev_[static_cast<std::size_t>(g_.inputs[i])] = inputs[i];
         stream_ = core::cuda::thread_stream(st.device.index);
     }
@@ -79,6 +79,7 @@ private:
     const ShapePlan& sp_;
     DeviceState& st_;
     DeviceObserver* obs_;
+    profiling::ChromeTrace* trace_;
     void* stream_ = nullptr;
     // Per value id: on the device, and on the host (tier 0's copies and results). Every
     // device value lives until the call ends: kernels queued on the stream may still read it.
@@ -98,15 +99,24 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
             v = &cand;
             break;
         }
-    if (!v) {
+    auto guard_failed = [&](int to) {
         code.guard_failures.fetch_add(1, std::memory_order_relaxed);
         code.deopts.fetch_add(1, std::memory_order_relaxed);
+        if (trace_) {
+            const std::string args = "\"group\":\"" + profiling::ChromeTrace::escape(g.name) + "\",\"device\":\"" +
+                                     st_.device.to_string() + "\"";
+            trace_->instant("guard", "guard_failure",
+                            args + ",\"fact\":\"" +
+                                profiling::ChromeTrace::escape(set->versions.front().guard.first_failure(params_.data(), gr.kernel->params)) +
+                                "\"");
+            trace_->instant("guard", "deopt", args + ",\"to_tier\":" + std::to_string(to));
+        }
+    };
+    if (!v) {
+        guard_failed(0);
         return false;
     }
-    if (v->tier < set->versions.front().tier) {  // a specialisation existed, but its guard failed
-        code.guard_failures.fetch_add(1, std::memory_order_relaxed);
-        code.deopts.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (v->tier < set->versions.front().tier) guard_failed(v->tier);  // a specialisation existed, but its guard failed
     buffers_.clear();
     for (auto in : g.inputs) buffers_.push_back(device_value(static_cast<std::size_t>(in)).data());
     std::vector<Tensor> outs;
@@ -128,6 +138,9 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
         support::log().warn("group {} on {}: {}; it runs on the interpreter{}", g.name, st_.device.to_string(), e.what(),
                             n >= kMaxLaunchFailures ? " from now on" : "");
         if (obs_) obs_->launch_failed(gr.index, e.what());
+        if (trace_)
+            trace_->instant("gpu", "launch_failure", "\"group\":\"" + profiling::ChromeTrace::escape(g.name) + "\",\"device\":\"" +
+                                                         st_.device.to_string() + "\"");
         return false;
     }
     st_.launches.fetch_add(1, std::memory_order_relaxed);
@@ -144,6 +157,7 @@ int DeviceCall::run() {
         code.calls.fetch_add(1, std::memory_order_relaxed);
         int ran = 0;
         bool planned = false;
+        const auto t0 = trace_ ? profiling::ChromeTrace::Clock::now() : profiling::ChromeTrace::Clock::time_point{};
         if (gr.kernel && !has_empty_buffer(gr.group, sp_) && !code.blacklisted.load(std::memory_order_relaxed)) {
             group_params(*gr.kernel, gr.group, sp_, params_);
             planned = true;
@@ -159,6 +173,10 @@ int DeviceCall::run() {
             }
         }
         top = std::max(top, ran);
+        // A group's time here is the host's: launches are asynchronous (tier 0 includes its copies).
+        if (trace_)
+            trace_->complete("group", gr.group.name, t0, profiling::ChromeTrace::Clock::now(),
+                             "\"tier\":" + std::to_string(ran) + ",\"device\":\"" + st_.device.to_string() + "\"");
         if (planned && obs_) obs_->group_ran(gr.index, params_, ran);
     }
     return top;
@@ -167,8 +185,9 @@ int DeviceCall::run() {
 }  // namespace
 
 std::vector<Tensor> run_groups_on_device(const Executable& exe, const ShapePlan& sp, DeviceState& state,
-                                         DeviceObserver* observer, std::span<const Tensor> inputs, int* max_tier) {
-    DeviceCall call(exe, sp, state, observer, inputs);
+                                         DeviceObserver* observer, std::span<const Tensor> inputs, int* max_tier,
+                                         profiling::ChromeTrace* trace) {
+    DeviceCall call(exe, sp, state, observer, inputs, trace);
     *max_tier = call.run();
     std::vector<Tensor> outs;
     for (auto o : exe.graph->outputs) outs.push_back(call.output(static_cast<std::size_t>(o)));

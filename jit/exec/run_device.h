@@ -14,6 +14,7 @@
 #include "jit/exec/guard.h"
 #include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
+#include "profiling/chrome_trace.h"
 #include "tiers/tier.h"
 
 #include <kiln/tensor.h>
@@ -65,7 +66,10 @@ public:
 // Launch failures of one group after which it runs tier 0 only on that device.
 inline constexpr std::uint64_t kMaxLaunchFailures = 3;
 
+// `trace` (may be null): KILN_TRACE; each group's run (tier, device), guard failures and
+// launch failures are recorded there.
 std::vector<Tensor> run_groups_on_device(const Executable& exe, const ShapePlan& sp, DeviceState& state,
-                                         DeviceObserver* observer, std::span<const Tensor> inputs, int* max_tier);
+                                         DeviceObserver* observer, std::span<const Tensor> inputs, int* max_tier,
+                                         profiling::ChromeTrace* trace = nullptr);
 
 }  // namespace kiln::jit

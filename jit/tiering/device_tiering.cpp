@@ -1,5 +1,7 @@
 #include "jit/tiering/device_tiering.h"
 
+#include "jit/exec/code_cache.h"
+
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_tier.h"
 
@@ -27,9 +29,10 @@ std::shared_ptr<tiers::Tier> GpuTiers::get(Device d) {
 
 DeviceTierManager::DeviceTierManager(std::shared_ptr<const Executable> exe, Device device,
                                      std::shared_ptr<tiers::Tier> tier, const Tunables& tunables,
-                                     std::shared_ptr<CompileQueue> queue)
+                                     std::shared_ptr<CompileQueue> queue, std::shared_ptr<DiskCache> disk,
+                                     std::shared_ptr<profiling::ChromeTrace> trace)
     : exe_(std::move(exe)), tier_(std::move(tier)), tunables_(tunables), queue_(std::move(queue)),
-      state_(device, exe_->groups.size()), policies_(exe_->groups.size()) {
+      disk_(std::move(disk)), trace_(std::move(trace)), state_(device, exe_->groups.size()), policies_(exe_->groups.size()) {
     if (queue_) ticket_ = queue_->new_ticket();
 }
 
@@ -101,8 +104,26 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
     const GroupRuntime& gr = *exe_->groups[group];
     DeviceGroupCode& code = *state_.groups[group];
     const auto t0 = std::chrono::steady_clock::now();
-    tiers::CompileResult r = tier_->compile(*gr.kernel, spec);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::string key = disk_ ? code_key(*tier_, gr.kir_text(), spec) : std::string();
+    tiers::CompileResult r;
+    bool from_disk = false;
+    if (disk_)
+        if (auto stored = disk_->load(key)) {
+            r = tiers::gpu::load_gpu_code(*tier_, *gr.kernel, spec, stored->object);
+            if (r.kernel) from_disk = true;
+            else disk_->reject(key, "the GPU tier cannot load it: " + r.detail);
+        }
+    if (!from_disk) {
+        r = tier_->compile(*gr.kernel, spec);
+        if (r.kernel && disk_ && !r.object.empty()) disk_->store(key, DiskEntry{r.object, r.symbol});
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    if (trace_)
+        trace_->complete("compile", gr.group.name, t0, t1,
+                         "\"tier\":" + std::to_string(tier) + ",\"device\":\"" + state_.device.to_string() +
+                             "\",\"result\":\"" + std::string(r.kernel ? std::string_view("compiled") : tiers::bailout_name(r.bailout)) +
+                             "\",\"cache\":\"" + (from_disk ? "disk" : "miss") + "\"");
     if (!r.kernel) {
         counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
         counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
@@ -114,8 +135,12 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
                             tiers::bailout_name(r.bailout), r.detail);
         return;
     }
-    counters_.compiles.fetch_add(1, std::memory_order_relaxed);
-    counters_.compile_us.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
+    if (from_disk) {
+        counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        counters_.compiles.fetch_add(1, std::memory_order_relaxed);
+        counters_.compile_us.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
+    }
     DeviceVersion v;
     v.spec = spec;
     v.code = std::move(r.kernel);
@@ -123,7 +148,7 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
     for (std::size_t i = 0; i < spec.params.size(); ++i)
         if (spec.params[i]) v.guard.bound.emplace_back(static_cast<int>(i), *spec.params[i]);
     std::lock_guard<std::mutex> lock(mu_);
-    times_.push_back(ms);
+    if (!from_disk) times_.push_back(ms);
     auto next = std::make_shared<DeviceCodeSet>(*code.code.load());
     // Specialisations first (more bound params first), the generic version last.
     auto at = std::find_if(next->versions.begin(), next->versions.end(), [&](const DeviceVersion& o) {

@@ -10,9 +10,15 @@
 //   - a group the printer cannot express, or with max_failures failed compiles or
 //     kMaxLaunchFailures refused launches, stays on tier 0 (blacklisted).
 // Compiles run on the engine's compile queue (or on the calling thread when async_compile
-// is off); calls keep running the code already published.
+// is off); calls keep running the code already published. With KILN_CACHE_DIR, a kernel's
+// cubin is looked up there first (keyed like the CPU tiers' code: the GPU tier's
+// fingerprint, with NVRTC's version and build banner, the architecture, the driver and the
+// printer's revision; the normalised kernel IR; the bound params; Kiln's version) and
+// stored there after a compile.
 #include "jit/exec/run_device.h"
 #include "jit/tiering/compile_queue.h"
+#include "jit/tiering/disk_cache.h"
+#include "profiling/chrome_trace.h"
 #include "jit/tiering/settings.h"
 #include "tiers/tier.h"
 
@@ -40,14 +46,17 @@ private:
 
 struct DeviceTierCounters {
     std::atomic<std::uint64_t> compiles{0}, compile_failures{0}, compile_us{0}, launch_failures{0};
+    std::atomic<std::uint64_t> disk_hits{0};  // code loaded from KILN_CACHE_DIR instead of compiled
     std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};
 };
 
 class DeviceTierManager final : public DeviceObserver {
 public:
     // `tier`: the device's GPU tier; null runs every group on tier 0 (no JIT, or no NVRTC).
+    // `disk` (may be null): KILN_CACHE_DIR, where cubins persist across processes.
     DeviceTierManager(std::shared_ptr<const Executable> exe, Device device, std::shared_ptr<tiers::Tier> tier,
-                      const Tunables& tunables, std::shared_ptr<CompileQueue> queue);
+                      const Tunables& tunables, std::shared_ptr<CompileQueue> queue,
+                      std::shared_ptr<DiskCache> disk = nullptr, std::shared_ptr<profiling::ChromeTrace> trace = nullptr);
     ~DeviceTierManager() override;
     DeviceTierManager(const DeviceTierManager&) = delete;
     DeviceTierManager& operator=(const DeviceTierManager&) = delete;
@@ -78,6 +87,8 @@ private:
     Tunables tunables_;
     std::shared_ptr<CompileQueue> queue_;
     std::shared_ptr<CompileQueue::Ticket> ticket_;
+    std::shared_ptr<DiskCache> disk_;
+    std::shared_ptr<profiling::ChromeTrace> trace_;  // KILN_TRACE: compiles are recorded there
     DeviceState state_;
     DeviceTierCounters counters_;
     mutable std::mutex mu_;  // policies_, times_

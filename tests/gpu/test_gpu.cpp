@@ -22,6 +22,11 @@
 #include "../bench/workloads.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 #include <iostream>
 #include <map>
 #include <new>
@@ -184,6 +189,82 @@ TEST_CASE("models: the MLP and the transformer block of the examples and benchma
                   << s.gpu_launches << " launches\n";
         CHECK(s.calls_by_tier[2] > 0);
     }
+}
+
+// The persistent cache: this process compiles the transformer block's kernels into a fresh
+// KILN_CACHE_DIR, then runs a second process (this binary, the case below) that must load
+// every one of them from there and compile none.
+TEST_CASE("persistent cache: a second process loads every cubin from a warm KILN_CACHE_DIR") {
+    if (!have_gpu()) return;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln-gpu-cache-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    Options o = gpu_options();
+    o.cache_dir = dir.string();
+    std::uint64_t compiled = 0;
+    {
+        Engine e(o);
+        Function f = e.load(tb.graph);
+        for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(Device::cuda(0))});
+        compiled = f.stats().gpu_compiles;
+    }
+    REQUIRE(compiled > 0);
+    const std::string cmd = "KILN_TEST_GPU_CACHE_DIR='" + dir.string() + "' KILN_TEST_GPU_CACHE_EXPECT=" + std::to_string(compiled) +
+                            " /proc/self/exe -tc='persistent cache (second process)*' > '" + (dir / "child.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(dir / "child.txt");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::cout << text.str();
+    CHECK_MESSAGE(rc == 0, text.str());
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("persistent cache (second process): run by the case above") {
+    const char* dir = std::getenv("KILN_TEST_GPU_CACHE_DIR");
+    const char* expect = std::getenv("KILN_TEST_GPU_CACHE_EXPECT");
+    if (!dir || !expect) {
+        test::skip("the second process of the persistent-cache test: run by that test");
+        return;
+    }
+    kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    Options o = gpu_options();
+    o.cache_dir = dir;
+    Engine e(o);
+    Function f = e.load(tb.graph);
+    for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(Device::cuda(0))});
+    const FunctionStats s = f.stats();
+    std::cout << "second process: " << s.gpu_compiles << " compiles, " << s.persistent_cache_hits
+              << " cubins loaded from the cache (the first compiled " << expect << ")\n";
+    CHECK(s.gpu_compiles == 0);
+    CHECK(s.persistent_cache_hits == std::stoull(expect));
+    CHECK(s.calls_by_tier[2] > 0);
+}
+
+TEST_CASE("trace: GPU groups, compiles, guard failures and launch failures in KILN_TRACE, with their device") {
+    if (!have_gpu()) return;
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / ("kiln-gpu-trace-" + std::to_string(::getpid()) + ".json");
+    {
+        Options o = gpu_options();
+        o.trace_file = path.string();
+        Engine e(o);
+        Graph g = trace("traced", {arg("x", DType::f32, {dyn("n"), 64})},
+                        [](const std::vector<Var>& in) -> std::vector<Var> { return {softmax(in[0] * 2.0, -1)}; });
+        Function f = e.load(g);
+        for (int i = 0; i < 3; ++i) f({Tensor::randn({8, 64}, 1).to(Device::cuda(0))});
+        f({Tensor::randn({5, 64}, 1).to(Device::cuda(0))});  // the specialisation's guard fails: generic code
+        tiers::gpu::fail_next_launches_for_testing(1);
+        f({Tensor::randn({8, 64}, 1).to(Device::cuda(0))});
+    }
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string t = text.str();
+    CHECK(t.find("\"device\":\"cuda:0\"") != std::string::npos);
+    CHECK(t.find("\"cat\":\"compile\"") != std::string::npos);
+    CHECK(t.find("guard_failure") != std::string::npos);
+    CHECK(t.find("launch_failure") != std::string::npos);
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("threads: 8 threads call one function with random shapes on cuda:0") {

@@ -5,8 +5,10 @@
 // per tier), the most frequent reasons, and a table per op.
 //
 //   onnx_conformance [--data DIR] [--expect FILE] [--write-expect FILE] [--filter TEXT]
-//                    [--shard I/N] [--table] [--verbose]
+//                    [--shard I/N] [--table] [--verbose] [--gpu]
 //
+// --gpu: a runner "gpu" beside the host's: the inputs on cuda:0, three calls (the
+// interpreter on host copies, the generic kernel, the specialised kernel), each compared.
 // --expect FILE: lines "<test> <tier> [compiled]" that passed before (and ran compiled code
 // at that tier); exit status 1 when one of them (in this shard) no longer passes, or no
 // longer runs compiled code. Exit 77 (skip) when DIR does not exist.
@@ -36,6 +38,7 @@ struct TierRun {
     const char* name;
     int level;  // the tier that must have run a group for the test to count as reaching it
     Options (*options)();
+    bool gpu = false;  // inputs on cuda:0; three calls (tier 0, the generic kernel, the specialised one)
 };
 Options interp_options() {
     Options o;
@@ -61,7 +64,16 @@ Options interp_options() {
     o.num_threads = 1;
     return o;
 }
-const TierRun kTiers[] = {
+Options gpu_options() {  // every group compiles its generic kernel after one call, its specialisation after two
+    Options o;
+    o.async_compile = false;
+    o.tier1_threshold = 1;
+    o.tier2_threshold = 2;
+    o.tierup = "count";
+    o.num_threads = 1;
+    return o;
+}
+std::vector<TierRun> kTiers = {
     {"interp", 0, interp_options},
 #if defined(KILN_HAVE_ASMJIT)
     {"tier1", 1, tier1_options},
@@ -70,7 +82,7 @@ const TierRun kTiers[] = {
     {"tier2", 2, tier2_options},
 #endif
 };
-constexpr std::size_t kNumRunners = sizeof(kTiers) / sizeof(kTiers[0]);
+std::size_t kNumRunners = kTiers.size();  // --gpu adds a runner
 
 // ---- what is in scope: the ONNX spellings of the inference ops of DESIGN.md section 1
 // (float and integer), and the ONNX ops that are compositions of them ----
@@ -253,6 +265,25 @@ TestReport run_one(const fs::path& dir, bool verbose) {
             try {
                 Engine engine(kTiers[t].options());
                 Function f = engine.load(g);
+                if (kTiers[t].gpu) {
+                    std::vector<Tensor> dev;
+                    for (const auto& a : args) dev.push_back(a.to(Device::cuda(0)));
+                    std::string diff;
+                    for (int rep = 0; rep < 3 && diff.empty(); ++rep) {
+                        std::vector<Tensor> got = f(dev);
+                        if (got.size() != expected.size())
+                            diff = std::to_string(got.size()) + " outputs, expected " + std::to_string(expected.size());
+                        for (std::size_t k = 0; diff.empty() && k < got.size(); ++k)
+                            diff = compare(got[k].to(Device::cpu()), expected[k], k);
+                    }
+                    for (const auto& gs : f.stats().groups) res.reached |= gs.gpu_tier >= 1 && gs.gpu_compiled_calls > 0;
+                    if (!diff.empty()) {
+                        res.outcome = Outcome::fail;
+                        res.reason = "wrong values";
+                        if (verbose) std::cout << r.name << " [" << kTiers[t].name << "]: " << diff << "\n";
+                    }
+                    continue;
+                }
                 if (kTiers[t].level == 1) {  // a first (interpreted) call compiles tier 1
                     f(args);
                 } else if (kTiers[t].level > 1) {  // compile every compilable group before the call
@@ -298,7 +329,7 @@ struct Args {
     std::string data = "/usr/share/libonnx-testdata/data/node";
     std::string expect, write_expect, filter;
     int shard = 0, shards = 1;
-    bool table = false, verbose = false;
+    bool table = false, verbose = false, gpu = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -324,10 +355,11 @@ Args parse_args(int argc, char** argv) {
                 std::exit(2);
             }
         } else if (s == "--table") a.table = true;
+        else if (s == "--gpu") a.gpu = true;
         else if (s == "--verbose") a.verbose = true;
         else {
             std::cerr << "usage: onnx_conformance [--data DIR] [--expect FILE] [--write-expect FILE] [--filter TEXT] "
-                         "[--shard I/N] [--table] [--verbose]\n";
+                         "[--shard I/N] [--table] [--verbose] [--gpu]\n";
             std::exit(s == "--help" ? 0 : 2);
         }
     }
@@ -338,6 +370,10 @@ Args parse_args(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     Args args = parse_args(argc, argv);
+    if (args.gpu) {  // a runner on cuda:0 beside the host's
+        kTiers.push_back({"gpu", 1, gpu_options, true});
+        kNumRunners = kTiers.size();
+    }
     if (!fs::is_directory(args.data)) {
         std::cout << "SKIP: " << args.data << " not found (apt-get install libonnx-testdata)\n";
         return 77;

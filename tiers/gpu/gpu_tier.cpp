@@ -1,6 +1,7 @@
 #include "tiers/gpu/gpu_tier.h"
 
 #include "src/core/cuda/driver.h"
+#include "src/support/hash.h"
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_source.h"
 #include "tiers/gpu/nvrtc.h"
@@ -16,6 +17,10 @@ namespace kiln::tiers::gpu {
 namespace {
 
 std::atomic<int> g_fail_launches{0};
+
+// Part of the fingerprint: bump it when the printer's output changes for the same kernel IR,
+// so that cubins persisted by an older printer are not loaded.
+constexpr int kPrinterRevision = 1;
 
 // The source with line numbers, for compile-error logs.
 std::string numbered(const std::string& code) {
@@ -89,9 +94,15 @@ public:
         const auto& info = core::cuda::device_info(ordinal);
         sm_count_ = info.sm_count;
         const auto& nv = nvrtc_status();
-        fingerprint_ = "nvrtc " + std::to_string(nv.major) + "." + std::to_string(nv.minor) + ";" +
-                       (ptx ? "compute_" : "sm_") + std::to_string(arch) + ";driver " +
-                       std::to_string(core::cuda::driver_status().driver_version) + ";" + info.name;
+        // The compiler's build banner: what it makes of an empty program (two NVRTC builds
+        // with one version string may differ), hashed.
+        const NvrtcOutput empty = nvrtc_compile("extern \"C\" __global__ void kiln_empty() {}\n", "empty.cu", arch, ptx);
+        support::Hasher h;
+        h.str(empty.binary);
+        fingerprint_ = "nvrtc " + std::to_string(nv.major) + "." + std::to_string(nv.minor) + ";banner " +
+                       support::hex64(h.digest()) + ";" + (ptx ? "compute_" : "sm_") + std::to_string(arch) +
+                       ";driver " + std::to_string(core::cuda::driver_status().driver_version) + ";" + info.name +
+                       ";printer " + std::to_string(kPrinterRevision);
     }
     int level() const override { return 2; }
     std::string_view name() const override { return "cuda"; }
@@ -113,21 +124,32 @@ public:
             support::log().debug("NVRTC failed on {}: {}\n{}", kernel.name, out.error, numbered(src.code));
             return done(Bailout::backend_error, out.error);
         }
+        r.object = out.binary;
+        r.symbol = src.entry;
+        if (!load_module(r, src, out.binary)) return done(r.bailout, r.detail);
+        return done(Bailout::none, {});
+    }
+    bool persists_code() const override { return true; }
+
+    // Loads `binary` (a cubin or PTX of this tier) for the kernel `src` describes into r.kernel.
+    bool load_module(CompileResult& r, const GpuSource& src, const std::string& binary) const {
         try {
             core::cuda::bind(ordinal_);
             const auto& a = core::cuda::api();
             core::cuda::CUmodule module = nullptr;
-            core::cuda::check(a.cuModuleLoadData(&module, out.binary.data()), "cuModuleLoadData");
+            core::cuda::check(a.cuModuleLoadData(&module, binary.c_str()), "cuModuleLoadData");
             core::cuda::CUfunction fn = nullptr;
             if (auto e = a.cuModuleGetFunction(&fn, module, src.entry.c_str()); e != core::cuda::kSuccess) {
                 a.cuModuleUnload(module);
                 core::cuda::check(e, "cuModuleGetFunction");
             }
-            r.kernel = std::make_shared<GpuKernel>(ordinal_, module, fn, src, out.binary.size(), sm_count_);
+            r.kernel = std::make_shared<GpuKernel>(ordinal_, module, fn, src, binary.size(), sm_count_);
         } catch (const std::exception& e) {
-            return done(Bailout::backend_error, e.what());
+            r.bailout = Bailout::backend_error;
+            r.detail = e.what();
+            return false;
         }
-        return done(Bailout::none, {});
+        return true;
     }
 
 private:
@@ -138,6 +160,25 @@ private:
 };
 
 }  // namespace
+
+CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Specialization& spec,
+                            const std::string& object) {
+    CompileResult r;
+    auto* gpu = dynamic_cast<GpuTier*>(&tier);
+    if (!gpu) {
+        r.bailout = Bailout::unavailable;
+        r.detail = "not a GPU tier";
+        return r;
+    }
+    const GpuSource src = print_source(kernel, spec, Dialect::cuda);
+    if (!src.ok) {
+        r.bailout = Bailout::unsupported_op;
+        r.detail = src.why;
+        return r;
+    }
+    gpu->load_module(r, src, object);
+    return r;
+}
 
 void fail_next_launches_for_testing(int n) noexcept { g_fail_launches.store(n, std::memory_order_relaxed); }
 

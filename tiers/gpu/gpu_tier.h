@@ -32,5 +32,12 @@ bool gpu_tier_available(int ordinal, std::string* why);
 // The tier for device cuda:`ordinal`; null (with *why) when gpu_tier_available is false.
 std::shared_ptr<Tier> make_gpu_tier(int ordinal, std::string* why);
 
+// Loads code that the GPU tier's compile() returned as `object` (a cubin, or PTX) for the same
+// kernel and specialisation, e.g. from KILN_CACHE_DIR in another process: the launch
+// configuration comes from printing the kernel again (cheap, deterministic), the code from
+// `object`. Bailout::unavailable when `tier` is not a GPU tier; never throws.
+CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Specialization& spec,
+                            const std::string& object);
+
 // The stream a GPU kernel is launched on is LaunchArgs::queue (a CUstream).
 }  // namespace kiln::tiers::gpu
