@@ -25,5 +25,12 @@ fi
 status=0
 "$BIN/kiln_gpu_tests" --duration=true 2>&1 | tee "$OUT/gpu_tests.txt" || status=1
 "$BIN/gpu_bench" 2>&1 | tee "$OUT/gpu_bench.txt" || status=1
+# The ONNX conformance node tests on the GPU beside the host's tiers (DATA: ONNX's node tests).
+DATA="${ONNX_NODE_TESTS:-/usr/share/libonnx-testdata/data/node}"
+if [[ -x "$BIN/onnx_conformance" && -d "$DATA" ]]; then
+  "$BIN/onnx_conformance" --gpu --data "$DATA" --verbose 2>&1 > "$OUT/onnx_gpu_verbose.txt"
+  grep -v "^\S* \[" "$OUT/onnx_gpu_verbose.txt" | tee "$OUT/onnx_gpu.txt"
+  grep "\[gpu\]" "$OUT/onnx_gpu_verbose.txt" | grep -v unsupported | head -40
+fi
 PYTHONUNBUFFERED=1 python3 "$ROOT/bench/torch_gpu.py" 2>&1 | tee "$OUT/torch_gpu.txt" || true
 exit $status

@@ -113,15 +113,15 @@ TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from th
     CHECK(bound.entry != free.entry);
 }
 
-TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (CUDA, 32 rows or more)") {
+TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (CUDA, 128 rows or more)") {
     const kir::Kernel k = strided_kernel();
     const gpu::GpuSource s = gpu::print_source(k, {}, gpu::Dialect::cuda);
     REQUIRE(s.ok);
     const std::int64_t params[] = {77, 3};
     CHECK(kir::eval_index(s.work, params) == 77);
 
-    // A batched matmul [B, 70, 7] x [7, 3] + bias with a dynamic batch.
-    Graph g = trace("mm", {arg("x", DType::f32, {dyn("B"), 70, 7}), arg("w", DType::f32, {7, 3}), arg("b", DType::f32, {3})},
+    // A batched matmul [B, 130, 7] x [7, 3] + bias with a dynamic batch.
+    Graph g = trace("mm", {arg("x", DType::f32, {dyn("B"), 130, 7}), arg("w", DType::f32, {7, 3}), arg("b", DType::f32, {3})},
                     [](const std::vector<Var>& in) -> Var { return relu(matmul(in[0], in[1]) + in[2]); });
     const auto plan = jit::lower_function(g.impl());
     int matmuls = 0;
@@ -133,11 +133,11 @@ TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul 
         REQUIRE_MESSAGE(ms.ok, ms.why);
         REQUIRE(mk.params.size() == 1);  // B
         const std::int64_t b[] = {4};
-        CHECK(kir::eval_index(ms.work, b) == 4 * 3 * 1 * 256);  // three tiles of 32 x 32 per batch entry (too few for tiles of 64)
+        CHECK(kir::eval_index(ms.work, b) == 4 * 5 * 1 * 256);  // five tiles of 32 x 32 per batch entry (too few for tiles of 64)
         CHECK(ms.code.find("__shared__") != std::string::npos);
         const gpu::GpuSource hs = gpu::print_source(mk, {}, gpu::Dialect::hip);
         REQUIRE_MESSAGE(hs.ok, hs.why);
-        CHECK(kir::eval_index(hs.work, b) == 4 * 70 * 3);
+        CHECK(kir::eval_index(hs.work, b) == 4 * 130 * 3);
         CHECK(hs.code.find("for (long long item = ") != std::string::npos);
     }
     CHECK(matmuls == 1);

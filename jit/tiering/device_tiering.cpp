@@ -109,7 +109,7 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
     bool from_disk = false;
     if (disk_)
         if (auto stored = disk_->load(key)) {
-            r = tiers::gpu::load_gpu_code(*tier_, *gr.kernel, spec, stored->object);
+            r = tiers::gpu::load_gpu_code(*tier_, *gr.kernel, spec, stored->object, stored->symbol);
             if (r.kernel) from_disk = true;
             else disk_->reject(key, "the GPU tier cannot load it: " + r.detail);
         }

@@ -210,7 +210,8 @@ TEST_CASE("persistent cache: a second process loads every cubin from a warm KILN
     }
     REQUIRE(compiled > 0);
     const std::string cmd = "KILN_TEST_GPU_CACHE_DIR='" + dir.string() + "' KILN_TEST_GPU_CACHE_EXPECT=" + std::to_string(compiled) +
-                            " /proc/self/exe -tc='persistent cache (second process)*' > '" + (dir / "child.txt").string() + "' 2>&1";
+                            " '" + std::filesystem::read_symlink("/proc/self/exe").string() +
+                            "' -tc='persistent cache (second process)*' > '" + (dir / "child.txt").string() + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream in(dir / "child.txt");
     std::stringstream text;

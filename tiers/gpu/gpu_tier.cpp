@@ -162,7 +162,7 @@ private:
 }  // namespace
 
 CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Specialization& spec,
-                            const std::string& object) {
+                            const std::string& object, const std::string& symbol) {
     CompileResult r;
     auto* gpu = dynamic_cast<GpuTier*>(&tier);
     if (!gpu) {
@@ -170,7 +170,8 @@ CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Sp
         r.detail = "not a GPU tier";
         return r;
     }
-    const GpuSource src = print_source(kernel, spec, Dialect::cuda);
+    GpuSource src = print_source(kernel, spec, Dialect::cuda);
+    src.entry = symbol;
     if (!src.ok) {
         r.bailout = Bailout::unsupported_op;
         r.detail = src.why;

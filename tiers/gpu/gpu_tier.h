@@ -36,8 +36,10 @@ std::shared_ptr<Tier> make_gpu_tier(int ordinal, std::string* why);
 // kernel and specialisation, e.g. from KILN_CACHE_DIR in another process: the launch
 // configuration comes from printing the kernel again (cheap, deterministic), the code from
 // `object`. Bailout::unavailable when `tier` is not a GPU tier; never throws.
+// `symbol`: the entry's name as compile() returned it (two groups with the same normalised
+// kernel IR share one cubin, whose entry is named after the group that compiled it).
 CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Specialization& spec,
-                            const std::string& object);
+                            const std::string& object, const std::string& symbol);
 
 // The stream a GPU kernel is launched on is LaunchArgs::queue (a CUstream).
 }  // namespace kiln::tiers::gpu
