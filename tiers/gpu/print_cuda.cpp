@@ -75,16 +75,22 @@ std::size_t print_warp_rows(Printer& p, GpuSource& src, std::vector<ExprRef>& ke
     return at;
 }
 
+// Throws Unsupported unless kernel k's matmul hint has what the matmul forms read.
+void check_hint(const kir::Kernel& k) {
+    const kir::MatmulHint& h = *k.matmul;
+    if (!h.m || !h.n || !h.k || !h.batch || !h.a_offset || !h.b_offset) throw Unsupported{"an incomplete matmul hint"};
+    if (h.batch_var < 0 || h.row_var < 0 || h.col_var < 0) throw Unsupported{"a matmul hint without loop variables"};
+    if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= k.temps.size() || k.temps[static_cast<std::size_t>(h.acc_temp)] != h.type)
+        throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
+}
+
 // Matmul form: work = batch * m * n items (batch, row, col), each the dot product of a row
 // of A and a column of B in the accumulator type, in k order as the loop nest sums, then
 // the epilogue, which reads the accumulator temp and the three loop variables and stores.
 std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep) {
     const kir::Kernel& k = p.kernel();
     const kir::MatmulHint& h = *k.matmul;
-    if (!h.m || !h.n || !h.k || !h.batch || !h.a_offset || !h.b_offset) throw Unsupported{"an incomplete matmul hint"};
-    if (h.batch_var < 0 || h.row_var < 0 || h.col_var < 0) throw Unsupported{"a matmul hint without loop variables"};
-    if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= k.temps.size() || k.temps[static_cast<std::size_t>(h.acc_temp)] != h.type)
-        throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
+    check_hint(k);
     src.work = imul(imul(h.batch, h.m), h.n);
     const std::string m = p.expr(h.m), n = p.expr(h.n);
     const std::size_t at = open_items(p, "item");
@@ -116,10 +122,7 @@ std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep)
 std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>& keep, int S) {
     const kir::Kernel& k = p.kernel();
     const kir::MatmulHint& h = *k.matmul;
-    if (!h.m || !h.n || !h.k || !h.batch || !h.a_offset || !h.b_offset) throw Unsupported{"an incomplete matmul hint"};
-    if (h.batch_var < 0 || h.row_var < 0 || h.col_var < 0) throw Unsupported{"a matmul hint without loop variables"};
-    if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= k.temps.size() || k.temps[static_cast<std::size_t>(h.acc_temp)] != h.type)
-        throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
+    check_hint(k);
     const std::string s = std::to_string(S), s1 = std::to_string(S - 1), R = std::to_string(S / 16);
     const std::string a_count = std::to_string(S * 16), b_shift = S == 64 ? "6" : "5";
     const ExprRef cm1 = kir::index_const(S - 1), cs = kir::index_const(S);
