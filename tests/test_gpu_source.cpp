@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu_corpus.h"
+#include "../bench/workloads.h"
 #include "skip.h"
 #include "tiers/gpu/nvrtc.h"
 #include "tiers/gpu/print_p.h"
@@ -207,6 +208,46 @@ TEST_CASE("gpu source: NVRTC loads, or says why not") {
     const gpu::NvrtcOutput ptx = gpu::nvrtc_compile("extern \"C\" __global__ void k(float* x) { x[0] = 1; }", "ptx.cu", 80, true);
     REQUIRE_MESSAGE(ptx.ok, ptx.error);
     CHECK(ptx.binary.find(".entry k") != std::string::npos);
+}
+
+// The groups of a traced model, generic and specialised at each of `shapes` (one input).
+static std::vector<gpu_test::Item> model_kernels(const std::string& name, const Graph& g, const std::vector<Shape>& shapes) {
+    std::vector<gpu_test::Item> out;
+    const auto plan = jit::lower_function(g.impl());
+    for (const Shape& shape : shapes) {
+        const auto sp = jit::make_shape_plan(*plan, {shape}, "gpu source");
+        for (const auto& gr : plan->groups) {
+            if (!gr->kernel) continue;
+            const kir::Kernel& k = *gr->kernel;
+            std::vector<ir::ValueId> values = gr->group.inputs;
+            values.insert(values.end(), gr->group.outputs.begin(), gr->group.outputs.end());
+            kir::Specialization spec;
+            for (const kir::ParamSource& src : k.param_sources)
+                spec.params.push_back(sp->shapes[static_cast<std::size_t>(values[static_cast<std::size_t>(src.buffer)])][static_cast<std::size_t>(src.dim)]);
+            const std::string what = name + " " + shape_to_string(shape) + " group " + gr->group.name;
+            if (&shape == &shapes.front()) out.push_back({what, k, {}});
+            out.push_back({what + " (specialised)", k, spec});
+        }
+    }
+    return out;
+}
+
+TEST_CASE("gpu source: the examples' and benchmarks' models (MLP, transformer block) compile with NVRTC, every matmul form included") {
+    const kiln_bench::Mlp mlp = kiln_bench::make_mlp();
+    const kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    std::vector<gpu_test::Item> items = model_kernels("mlp", mlp.graph, {{1, 784}, {32, 784}, {256, 784}, {4096, 784}});
+    for (auto& it : model_kernels("transformer_block", tb.graph, {{1, 1, 256}, {1, 128, 256}, {1, 512, 256}}))
+        items.push_back(std::move(it));
+    // Products of 128 rows and more print tiled: tiles of 32 where few, of 64 where many.
+    int tiles32 = 0, tiles64 = 0;
+    for (const auto& it : items) {
+        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::cuda);
+        tiles32 += s.code.find("As[16][32 + 1]") != std::string::npos;
+        tiles64 += s.code.find("As[16][64 + 1]") != std::string::npos;
+    }
+    CHECK(tiles32 > 0);
+    CHECK(tiles64 > 0);
+    compile_items("models", items);
 }
 
 TEST_CASE("gpu source: the hand-built kernels and every op in every type compile with NVRTC") {

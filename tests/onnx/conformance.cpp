@@ -5,8 +5,11 @@
 // per tier), the most frequent reasons, and a table per op.
 //
 //   onnx_conformance [--data DIR] [--expect FILE] [--write-expect FILE] [--filter TEXT]
-//                    [--shard I/N] [--table] [--verbose] [--gpu]
+//                    [--shard I/N] [--table] [--verbose] [--gpu] [--gpu-source]
 //
+// --gpu-source: instead of running the tests, print every group of every model that loads
+// as CUDA C (generic: every dim a kernel parameter) and compile it with NVRTC for sm_80 and
+// sm_90; exit 1 when one does not compile, 77 when NVRTC is not installed. No GPU needed.
 // --gpu: a runner "gpu" beside the host's: the inputs on cuda:0, three calls (the
 // interpreter on host copies, the generic kernel, the specialised kernel), each compared.
 // --expect FILE: lines "<test> <tier> [compiled]" that passed before (and ran compiled code
@@ -14,6 +17,10 @@
 // longer runs compiled code. Exit 77 (skip) when DIR does not exist.
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
+
+#include "jit/exec/pipeline.h"
+#include "tiers/gpu/gpu_source.h"
+#include "tiers/gpu/nvrtc.h"
 
 #include <algorithm>
 #include <chrono>
@@ -329,7 +336,7 @@ struct Args {
     std::string data = "/usr/share/libonnx-testdata/data/node";
     std::string expect, write_expect, filter;
     int shard = 0, shards = 1;
-    bool table = false, verbose = false, gpu = false;
+    bool table = false, verbose = false, gpu = false, gpu_source = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -356,10 +363,11 @@ Args parse_args(int argc, char** argv) {
             }
         } else if (s == "--table") a.table = true;
         else if (s == "--gpu") a.gpu = true;
+        else if (s == "--gpu-source") a.gpu_source = true;
         else if (s == "--verbose") a.verbose = true;
         else {
             std::cerr << "usage: onnx_conformance [--data DIR] [--expect FILE] [--write-expect FILE] [--filter TEXT] "
-                         "[--shard I/N] [--table] [--verbose] [--gpu]\n";
+                         "[--shard I/N] [--table] [--verbose] [--gpu] [--gpu-source]\n";
             std::exit(s == "--help" ? 0 : 2);
         }
     }
@@ -368,8 +376,64 @@ Args parse_args(int argc, char** argv) {
 
 }  // namespace
 
+// --gpu-source: every group of every model that loads, printed and compiled for sm_80 and sm_90.
+int gpu_source_check(const Args& args) {
+    namespace gpu = kiln::tiers::gpu;
+    if (!gpu::nvrtc_status().available) {
+        std::cout << "onnx_conformance --gpu-source: skipped: " << gpu::nvrtc_status().why << "\n";
+        return 77;
+    }
+    std::vector<fs::path> tests;
+    for (const auto& e : fs::directory_iterator(args.data))
+        if (e.is_directory() && (args.filter.empty() || e.path().filename().string().find(args.filter) != std::string::npos))
+            tests.push_back(e.path());
+    std::sort(tests.begin(), tests.end());
+    std::size_t models = 0, kernels = 0, unprintable = 0, failed = 0;
+    for (const fs::path& dir : tests) {
+        Graph g;
+        try {
+            OnnxOptions opts;
+            const OnnxModelInfo info = inspect_onnx((dir / "model.onnx").string());
+            const std::vector<fs::path> sets = data_sets(dir);
+            if (!sets.empty()) {  // inputs that must be known at load time
+                const std::vector<fs::path> in_files = sorted_files(sets[0], "input_");
+                for (std::size_t i = 0; i < in_files.size() && i < info.inputs.size(); ++i)
+                    if (std::find(info.load_time_inputs.begin(), info.load_time_inputs.end(), info.inputs[i].name) !=
+                        info.load_time_inputs.end())
+                        opts.input_values[info.inputs[i].name] = load_onnx_tensor(in_files[i].string());
+            }
+            g = load_onnx((dir / "model.onnx").string(), opts);
+        } catch (const std::exception&) {
+            continue;  // a model Kiln does not load has no groups to print
+        }
+        ++models;
+        const auto exe = kiln::jit::lower_function(g.impl());  // alive while its groups are read
+        for (const auto& gr : exe->groups) {
+            if (!gr->kernel) continue;
+            const gpu::GpuSource src = gpu::print_source(*gr->kernel, {}, gpu::Dialect::cuda);
+            if (!src.ok) {
+                ++unprintable;
+                if (args.verbose) std::cout << dir.filename().string() << " " << gr->group.name << ": not printed: " << src.why << "\n";
+                continue;
+            }
+            ++kernels;
+            for (int arch : {80, 90}) {
+                const gpu::NvrtcOutput out = gpu::nvrtc_compile(src.code, gr->group.name + ".cu", arch);
+                if (out.ok) continue;
+                ++failed;
+                std::cout << dir.filename().string() << " " << gr->group.name << " sm_" << arch << ": " << out.error << "\n"
+                          << src.code << "\n";
+            }
+        }
+    }
+    std::cout << "ONNX models' GPU source: " << models << " models loaded, " << kernels << " kernels printed ("
+              << unprintable << " not printable), " << failed << " NVRTC failures for sm_80/sm_90\n";
+    return failed == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
     Args args = parse_args(argc, argv);
+    if (args.gpu_source) return fs::exists(args.data) ? gpu_source_check(args) : 77;
     if (args.gpu) {  // a runner on cuda:0 beside the host's, when there is one
         try {
             (void)Tensor::empty({1}, DType::f32, Device::cuda(0));
