@@ -1,6 +1,7 @@
 #pragma once
-// KIR forms that both CPU tiers recognise and compile specially, matched the same way by
-// both so that they agree on what is compiled as what.
+// KIR forms that the tiers recognise and compile specially (both CPU tiers, and the GPU
+// printer's warp-per-row reductions), matched the same way by all so that they agree on
+// what is compiled as what.
 #include "src/kir/kir.h"
 
 namespace kiln::tiers {

@@ -26,6 +26,12 @@ public:
     const std::string& path() const { return path_; }  // the name that loaded
     // The address of `symbol`, or null (then *why says so, when given).
     void* symbol(const char* name, std::string* why = nullptr) const;
+    // Resolves `name` into the function pointer *slot (an entry of an API table such as
+    // src/core/cuda/cuda_api.def); when it is missing, appends the name to *missing.
+    template <class Fn> void resolve(const char* name, Fn* slot, std::string* missing) const {
+        *slot = reinterpret_cast<Fn>(symbol(name));
+        if (!*slot) *missing += (missing->empty() ? "" : ", ") + std::string(name);
+    }
 
 private:
     void* handle_ = nullptr;

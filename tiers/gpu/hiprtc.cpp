@@ -2,6 +2,7 @@
 // comgr_api.def resolved by name, and one compile per call.
 #include "tiers/gpu/hiprtc.h"
 
+#include "src/support/dynlib.h"
 #include "tiers/gpu/rtc_p.h"
 
 #include <algorithm>
@@ -55,9 +56,9 @@ Loaded load() {
         return l;
     }
     std::string missing;
-#define KILN_API_FN(name, ret, params) detail::resolve(l.hiprtc, #name, &l.api.name, &missing);
+#define KILN_API_FN(name, ret, params) l.hiprtc.resolve(#name, &l.api.name, &missing);
 #include "tiers/gpu/hiprtc_api.def"
-#define KILN_API_FN(name, ret, params) detail::resolve(l.comgr, #name, &l.api.name, &missing);
+#define KILN_API_FN(name, ret, params) l.comgr.resolve(#name, &l.api.name, &missing);
 #include "tiers/gpu/comgr_api.def"
     if (!missing.empty()) {
         l.status.why = l.hiprtc.path() + " / " + l.comgr.path() + " lack " + missing;

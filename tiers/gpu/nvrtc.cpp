@@ -2,6 +2,7 @@
 // libnvrtc.so.13 (or .12), and one compile per call.
 #include "tiers/gpu/nvrtc.h"
 
+#include "src/support/dynlib.h"
 #include "tiers/gpu/rtc_p.h"
 
 #include <cstddef>
@@ -37,7 +38,7 @@ Loaded load() {
         return l;
     }
     std::string missing;
-#define KILN_API_FN(name, ret, params) detail::resolve(l.lib, #name, &l.api.name, &missing);
+#define KILN_API_FN(name, ret, params) l.lib.resolve(#name, &l.api.name, &missing);
 #include "tiers/gpu/nvrtc_api.def"
     if (!missing.empty()) {
         l.status.why = l.lib.path() + " lacks " + missing;

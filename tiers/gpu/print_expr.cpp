@@ -98,7 +98,7 @@ void Printer::stmt(const Stmt& s) {
                 const std::string t = temp_name(r.temp), T = c_type(r.type), n(kir::type_name(r.type));
                 std::string combine = t + " + o";
                 if (r.select) {
-                    const char* cmp = r.op == BinaryOp::gt ? " > " : r.op == BinaryOp::ge ? " >= " : r.op == BinaryOp::lt ? " < " : " <= ";
+                    const char* cmp = r.op == BinaryOp::gt ? " > " : " < ";
                     combine = "(o" + std::string(cmp) + t + ") ? o : " + t;
                 } else if (r.op == BinaryOp::max || r.op == BinaryOp::min) {
                     combine = helper("kiln_" + std::string(kir::op_name(r.op)) + "_" + n) + "(" + t + ", o)";

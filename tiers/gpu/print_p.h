@@ -46,8 +46,9 @@ bool is_helper(const std::string& name);
 // stores are made by lane 0.
 struct WarpReduction {
     int temp = -1;
-    // add, max or min (t = t op e); or a comparison gt, ge, lt, le for the select form
-    // t = select(e cmp t, e, t) (a max or min that skips NaN, as softmax's row maximum is).
+    // add, max or min (t = t op e); or gt / lt for the select form t = select(e > t, e, t) /
+    // select(e < t, e, t) (tiers/kir_forms.h: a max or min that skips NaN, as softmax's row
+    // maximum is).
     kir::BinaryOp op = kir::BinaryOp::add;
     bool select = false;
     kir::Type type = kir::Type::f32;  // f32 or f64

@@ -3,7 +3,7 @@
 // loops, where every top-level loop can be split across lanes:
 // - each temp it assigns is either a reduction (assigned once, at the loop body's top level,
 //   as t = t op e with op add, max or min on f32 or f64, or as the NaN-skipping maximum or
-//   minimum select(e > t, e, t), e not reading t, t read nowhere else in the loop, and for a
+//   minimum of tiers/kir_forms.h (select(e > t, e, t)), e not reading t, t read nowhere else in the loop, and for a
 //   sum t's last top-level assignment before the loop 0; max and min, being idempotent, may
 //   start from any value) or local to an iteration (its first access in the iteration is a write, and
 //   nothing after the loop reads it);
@@ -14,8 +14,8 @@
 // tiers' vector code has too.
 #include "tiers/gpu/print_p.h"
 
-#include <cmath>
-#include <limits>
+#include "tiers/kir_forms.h"
+
 #include <optional>
 #include <set>
 
@@ -61,32 +61,19 @@ bool stores_use_var(const std::vector<StmtRef>& body, int v) {
     }
     return true;
 }
-bool is_identity(const Expr& init, BinaryOp op) {
-    if (init.kind != ExprKind::Const) return false;
-    const double inf = std::numeric_limits<double>::infinity();
-    switch (op) {
-    case BinaryOp::add: return init.f == 0.0;
-    case BinaryOp::max: case BinaryOp::gt: case BinaryOp::ge: return init.f == -inf;
-    case BinaryOp::min: case BinaryOp::lt: case BinaryOp::le: return init.f == inf;
-    default: return false;
-    }
-}
-// The update of reduction temp t in `v`, or nullopt: t op e (add, max, min) or the select
-// form select(e cmp t, e, t) (cmp gt, ge, lt, le). *e receives the operand e.
+// The update of reduction temp t in `v`, or nullopt: t op e (add, max, min), or the
+// NaN-skipping extreme of tiers/kir_forms.h, select(e > t, e, t) (returned as gt) or
+// select(e < t, e, t) (lt). *e receives the operand e.
 std::optional<std::pair<BinaryOp, bool>> reduction_update(const Expr& v, int t, ExprRef* e) {
-    auto is_t = [&](const ExprRef& x) { return x->kind == ExprKind::Temp && x->id == t; };
     if (v.kind == ExprKind::Binary && (v.bop == BinaryOp::add || v.bop == BinaryOp::max || v.bop == BinaryOp::min) &&
-        is_t(v.args[0])) {
+        v.args[0]->kind == ExprKind::Temp && v.args[0]->id == t) {
         *e = v.args[1];
         return std::make_pair(v.bop, false);
     }
-    if (v.kind == ExprKind::Select && is_t(v.args[2]) && v.args[0]->kind == ExprKind::Binary) {
-        const Expr& c = *v.args[0];
-        const bool cmp = c.bop == BinaryOp::gt || c.bop == BinaryOp::ge || c.bop == BinaryOp::lt || c.bop == BinaryOp::le;
-        if (cmp && is_t(c.args[1]) && kir::same_expr(c.args[0], v.args[1])) {
-            *e = v.args[1];
-            return std::make_pair(c.bop, true);
-        }
+    bool max = false;
+    if (ExprRef x = nan_skipping_extreme(t, v, max)) {
+        *e = std::move(x);
+        return std::make_pair(max ? BinaryOp::gt : BinaryOp::lt, true);
     }
     return std::nullopt;
 }
@@ -164,7 +151,7 @@ bool plan_warp_rows(const kir::Kernel& k, WarpPlan* plan) {
                     // max and min are idempotent: the value t holds before the loop (the same in
                     // every lane) may enter every lane's partial result; a sum needs 0 there.
                     const bool idempotent = form->first != BinaryOp::add;
-                    reduction = !e_reads.count(t) && !other_reads.count(t) && (idempotent || (init && is_identity(*init, form->first)));
+                    reduction = !e_reads.count(t) && !other_reads.count(t) && (idempotent || (init && init->kind == ExprKind::Const && init->f == 0.0));
                     if (reduction) reductions.push_back({t, form->first, form->second, tt});
                 }
             }

@@ -1,22 +1,13 @@
 #pragma once
-// What the NVRTC and HIPRTC loaders (nvrtc.cpp, hiprtc.cpp) share: resolving an API table
-// (tiers/gpu/*_api.def) from a loaded library, and one compile of a source with a runtime
-// compiler whose functions have the same shape in both libraries (create, compile, log,
+// What the NVRTC and HIPRTC loaders (nvrtc.cpp, hiprtc.cpp) share: one compile of a source
+// with a runtime compiler whose functions have the same shape in both libraries (create, compile, log,
 // code, destroy). Private to tiers/gpu.
-#include "src/support/dynlib.h"
-
 #include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 namespace kiln::tiers::gpu::detail {
-
-// Resolves `name` into `*slot`; on failure appends the name to *missing.
-template <class Fn> void resolve(const support::DynamicLibrary& lib, const char* name, Fn* slot, std::string* missing) {
-    *slot = reinterpret_cast<Fn>(lib.symbol(name));
-    if (!*slot) *missing += (missing->empty() ? "" : ", ") + std::string(name);
-}
 
 // One runtime compiler's entry points, under the names the loaders give them. Strings: how
 // the library passes arrays of strings (HIPRTC without the inner const).

@@ -26,13 +26,13 @@ bool load_api(Driver& d) {
         return false;
     }
     d.status.library = d.lib.path();
-#define KILN_API_FN(name, ret, params)                                          \
-    d.api.name = reinterpret_cast<decltype(d.api.name)>(d.lib.symbol(#name, &why)); \
-    if (!d.api.name) {                                                           \
-        d.status.why = "the CUDA driver lacks " #name ": " + why;                \
-        return false;                                                            \
-    }
+    std::string missing;
+#define KILN_API_FN(name, ret, params) d.lib.resolve(#name, &d.api.name, &missing);
 #include "src/core/cuda/cuda_api.def"
+    if (!missing.empty()) {
+        d.status.why = "the CUDA driver " + d.lib.path() + " lacks " + missing;
+        return false;
+    }
     return true;
 }
 
