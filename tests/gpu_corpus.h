@@ -5,6 +5,8 @@
 // specialisation and with every param bound to its size at the graph's first call; the
 // hand-built kernels of tests/tier_kernels.h; and one kernel that uses every op in every type.
 // Compiling them is the runtime compiler's job (compile_all): in parallel, each source once.
+#include <doctest/doctest.h>
+
 #include "random_graphs.h"
 #include "tier_kernels.h"
 
@@ -168,6 +170,33 @@ inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources
     for (std::thread& t : workers) t.join();
     for (std::size_t i = 0; i < sources.size(); ++i) res[i] = res[first[sources[i]]];
     return res;
+}
+
+// Prints every item in `dialect`; each must print.
+inline std::vector<std::string> print_all(const std::vector<Item>& items, gpu::Dialect dialect) {
+    std::vector<std::string> sources;
+    for (const Item& it : items) {
+        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, dialect);
+        CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
+        sources.push_back(s.code);
+    }
+    return sources;
+}
+
+// Compiles the items' `sources` (print_all) for `target` with `compile`; each must compile
+// (a failure shows the kernel IR and the source). Says how many did.
+inline void check_compiled(const std::string& what, const std::string& target, const std::vector<Item>& items,
+                           const std::vector<std::string>& sources,
+                           const std::function<Compiled(const std::string&)>& compile) {
+    const std::vector<Compiled> res = compile_all(sources, compile);
+    int ok = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ok += res[i].ok ? 1 : 0;
+        CHECK_MESSAGE(res[i].ok, items[i].what << " does not compile for " << target << ":\n"
+                                               << res[i].error << "\n--- kernel IR\n" << kir::print(items[i].kernel)
+                                               << "--- source\n" << sources[i]);
+    }
+    MESSAGE(what << ": " << ok << " of " << items.size() << " kernels compiled for " << target);
 }
 
 }  // namespace kiln::gpu_test

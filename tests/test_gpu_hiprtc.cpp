@@ -31,24 +31,10 @@ void compile_items(const std::string& what, const std::vector<gpu_test::Item>& i
         test::skip("the installed HIPRTC does not target " + kArch);
         return;
     }
-    std::vector<std::string> sources;
-    for (const gpu_test::Item& it : items) {
-        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::hip);
-        CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
-        sources.push_back(s.code);
-    }
-    const auto res = gpu_test::compile_all(sources, [](const std::string& src) {
+    gpu_test::check_compiled(what, kArch, items, gpu_test::print_all(items, gpu::Dialect::hip), [](const std::string& src) {
         const gpu::HiprtcOutput o = gpu::hiprtc_compile(src, "kiln.hip", kArch);
         return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
     });
-    int ok = 0;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        ok += res[i].ok ? 1 : 0;
-        CHECK_MESSAGE(res[i].ok, items[i].what << " does not compile for " << kArch << ":\n"
-                                               << res[i].error << "\n--- kernel IR\n" << kir::print(items[i].kernel)
-                                               << "--- source\n" << sources[i]);
-    }
-    MESSAGE(what << ": " << ok << " of " << items.size() << " kernels compiled for " << kArch);
 }
 
 }  // namespace

@@ -48,30 +48,18 @@ void compile_items(const std::string& what, const std::vector<gpu_test::Item>& i
         test::skip("NVRTC is not available: " + st.why);
         return;
     }
-    std::vector<std::string> sources;
-    for (const gpu_test::Item& it : items) {
-        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::cuda);
-        CHECK_MESSAGE(s.ok, it.what << ": " << s.why << "\n" << kir::print(it.kernel));
-        sources.push_back(s.code);
-    }
+    const std::vector<std::string> sources = gpu_test::print_all(items, gpu::Dialect::cuda);
     for (int arch : {80, 90}) {
         if (std::find(st.archs.begin(), st.archs.end(), arch) == st.archs.end()) {
             test::skip("NVRTC " + std::to_string(st.major) + "." + std::to_string(st.minor) + " does not target sm_" + std::to_string(arch));
             continue;
         }
-        const auto res = gpu_test::compile_all(sources, [arch](const std::string& src) {
-            const gpu::NvrtcOutput o = gpu::nvrtc_compile(src, "kiln.cu", arch);
-            return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
-        });
-        int ok = 0;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            ok += res[i].ok ? 1 : 0;
-            CHECK_MESSAGE(res[i].ok, items[i].what << " does not compile for sm_" << arch << ":\n"
-                                                   << res[i].error << "\n--- kernel IR\n" << kir::print(items[i].kernel)
-                                                   << "--- source\n" << sources[i]);
-        }
-        MESSAGE(what << ": " << ok << " of " << items.size() << " kernels compiled for sm_" << arch << " (NVRTC " << st.major << "."
-                     << st.minor << ")");
+        gpu_test::check_compiled(what, "sm_" + std::to_string(arch) + " (NVRTC " + std::to_string(st.major) + "." +
+                                           std::to_string(st.minor) + ")",
+                                 items, sources, [arch](const std::string& src) {
+                                     const gpu::NvrtcOutput o = gpu::nvrtc_compile(src, "kiln.cu", arch);
+                                     return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
+                                 });
     }
 }
 

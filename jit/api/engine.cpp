@@ -203,7 +203,6 @@ FunctionStats FunctionImpl::stats() const {
         s.gpu_compiles += dc.compiles.load(std::memory_order_relaxed);
         s.gpu_compile_failures += dc.compile_failures.load(std::memory_order_relaxed);
         s.gpu_compile_ms += static_cast<double>(dc.compile_us.load(std::memory_order_relaxed)) * 1e-3;
-        s.gpu_launch_failures += dc.launch_failures.load(std::memory_order_relaxed);
         s.persistent_cache_hits += dc.disk_hits.load(std::memory_order_relaxed);
         for (std::size_t g = 0; g < s.groups.size(); ++g) {
             const jit::DeviceGroupCode& gc = *d->state().groups[g];
@@ -211,6 +210,7 @@ FunctionStats FunctionImpl::stats() const {
             s.deopts += gc.deopts.load(std::memory_order_relaxed);
             for (const auto& v : gc.code.load()->versions) s.groups[g].gpu_tier = std::max(s.groups[g].gpu_tier, v.tier);
             s.groups[g].gpu_compiled_calls += gc.compiled_calls.load(std::memory_order_relaxed);
+            s.gpu_launch_failures += gc.launch_failures.load(std::memory_order_relaxed);
         }
         for (std::size_t b = 1; b < dc.bailouts.size(); ++b)
             if (auto n = dc.bailouts[b].load(std::memory_order_relaxed))

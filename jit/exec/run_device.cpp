@@ -137,7 +137,6 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
         if (n >= kMaxLaunchFailures) code.blacklisted.store(true, std::memory_order_relaxed);
         support::log().warn("group {} on {}: {}; it runs on the interpreter{}", g.name, st_.device.to_string(), e.what(),
                             n >= kMaxLaunchFailures ? " from now on" : "");
-        if (obs_) obs_->launch_failed(gr.index, e.what());
         if (trace_)
             trace_->instant("gpu", "launch_failure", "\"group\":\"" + profiling::ChromeTrace::escape(g.name) + "\",\"device\":\"" +
                                                          st_.device.to_string() + "\"");

@@ -28,8 +28,7 @@
 namespace kiln::jit {
 
 struct DeviceVersion {
-    kir::Specialization spec;
-    Guard guard;
+    Guard guard;  // the params the code binds
     std::shared_ptr<const tiers::CompiledKernel> code;
     int tier = 1;  // 1: generic (no param bound), 2: specialised
 };
@@ -55,12 +54,12 @@ struct DeviceState {
     std::vector<Tensor> constants;  // per value id: the constant uploaded (undefined: not yet)
 };
 
-// What the executor tells the device tier-up policy after each group that has kernel IR.
+// What the executor tells the device tier-up policy after each group that has kernel IR
+// (launch failures it counts itself, in DeviceGroupCode::launch_failures).
 class DeviceObserver {
 public:
     virtual ~DeviceObserver() = default;
     virtual void group_ran(std::size_t group, const std::vector<std::int64_t>& params, int tier) = 0;
-    virtual void launch_failed(std::size_t group, const std::string& why) = 0;
 };
 
 // Launch failures of one group after which it runs tier 0 only on that device.

@@ -85,12 +85,6 @@ void DeviceTierManager::group_ran(std::size_t group, const std::vector<std::int6
     }
 }
 
-void DeviceTierManager::launch_failed(std::size_t group, const std::string& why) {
-    (void)group;
-    (void)why;
-    counters_.launch_failures.fetch_add(1, std::memory_order_relaxed);
-}
-
 void DeviceTierManager::request(std::size_t group, kir::Specialization spec, int tier) {
     if (queue_ && tunables_.async_compile) {
         queue_->submit(ticket_, tier == 1 ? 2.0 : 1.0,
@@ -142,7 +136,6 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
         counters_.compile_us.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
     }
     DeviceVersion v;
-    v.spec = spec;
     v.code = std::move(r.kernel);
     v.tier = tier;
     for (std::size_t i = 0; i < spec.params.size(); ++i)

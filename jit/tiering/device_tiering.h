@@ -45,7 +45,7 @@ private:
 };
 
 struct DeviceTierCounters {
-    std::atomic<std::uint64_t> compiles{0}, compile_failures{0}, compile_us{0}, launch_failures{0};
+    std::atomic<std::uint64_t> compiles{0}, compile_failures{0}, compile_us{0};
     std::atomic<std::uint64_t> disk_hits{0};  // code loaded from KILN_CACHE_DIR instead of compiled
     std::array<std::atomic<std::uint64_t>, tiers::kNumBailouts> bailouts{};
 };
@@ -70,7 +70,6 @@ public:
     void cancel_compiles();
 
     void group_ran(std::size_t group, const std::vector<std::int64_t>& params, int tier) override;
-    void launch_failed(std::size_t group, const std::string& why) override;
 
 private:
     struct GroupPolicy {
