@@ -8,12 +8,10 @@
 #include "src/core/device.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
-#include "tiers/gpu/gpu_source.h"
 
 #include <tbb/global_control.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string_view>
 
 namespace kiln {
@@ -237,6 +235,8 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.pipeline.dump_graph = o.dumps("graph");
     s.pipeline.dump_groups = o.dumps("groups");
     s.pipeline.dump_kir = o.dumps("kir");
+    s.pipeline.dump_cuda = o.dumps("cuda");
+    s.pipeline.dump_hip = o.dumps("hip");
     s.pipeline.dump_dir = o.dump_dir;
     s.dump_llvm = o.dumps("llvm");
     s.dump_asm = o.dumps("asm");
@@ -367,22 +367,6 @@ Function Engine::load(const Graph& graph) {
     // Graph -> groups -> kernel IR -> executable plan (and the KILN_DUMP files).
     std::shared_ptr<const jit::Executable> exe = jit::lower_function(graph.impl(), impl_->settings.pipeline);
     // The function's tier-up policy, on the engine's tiers, queue and caches.
-    // KILN_DUMP=cuda,hip: the GPU source of every group the printer can express, GPU or not.
-    for (const char* dialect : {"cuda", "hip"}) {
-        if (!impl_->options.dumps(dialect)) continue;
-        const bool hip = std::string_view(dialect) == "hip";
-        for (const auto& gr : exe->groups) {
-            if (!gr->kernel) continue;
-            const tiers::gpu::GpuSource src = tiers::gpu::print_source(
-                *gr->kernel, {}, hip ? tiers::gpu::Dialect::hip : tiers::gpu::Dialect::cuda);
-            if (!src.ok) continue;
-            const auto path = std::filesystem::path(impl_->options.dump_dir) /
-                              (exe->graph->name + "." + gr->group.name + (hip ? ".hip" : ".cu"));
-            std::ofstream out(path);
-            out << src.code;
-            if (!out) support::log().warn("KILN_DUMP={}: cannot write {}", dialect, path.string());
-        }
-    }
     auto f = std::make_shared<detail::FunctionImpl>(std::move(exe), impl_->settings.tunables, impl_->retired,
                                                     impl_->resources);
     std::lock_guard<std::mutex> lock(impl_->mu);

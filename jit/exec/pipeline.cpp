@@ -5,6 +5,7 @@
 #include "src/kir/lower.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
+#include "tiers/gpu/gpu_source.h"
 #include "tiers/interp/interp_tier.h"
 
 #include <chrono>
@@ -105,6 +106,16 @@ void dump(const Executable& x, const PipelineSettings& s) {
             text += gr->kernel ? kir::print(*gr->kernel) + "\n" : "# " + gr->group.name + ": " + gr->lower_failure + "\n\n";
         write(".kir.txt", text);
     }
+    // The GPU source of every group the printer can express, GPU or not.
+    for (const auto dialect : {tiers::gpu::Dialect::cuda, tiers::gpu::Dialect::hip}) {
+        const bool hip = dialect == tiers::gpu::Dialect::hip;
+        if (!(hip ? s.dump_hip : s.dump_cuda)) continue;
+        for (const auto& gr : x.groups) {
+            if (!gr->kernel) continue;
+            const tiers::gpu::GpuSource src = tiers::gpu::print_source(*gr->kernel, {}, dialect);
+            if (src.ok) write("." + gr->group.name + (hip ? ".hip" : ".cu"), src.code);
+        }
+    }
 }
 
 }  // namespace
@@ -119,7 +130,7 @@ std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph
     step("lower", [&] { x->groups = lower_groups(g, x->partition); });
     step("schedule", [&] { schedule(*x); });
     step("place", [&] { x->place.assign(g.nodes.size(), Place::host); });
-    if (s.dump_graph || s.dump_groups || s.dump_kir) step("dump", [&] { dump(*x, s); });
+    if (s.dump_graph || s.dump_groups || s.dump_kir || s.dump_cuda || s.dump_hip) step("dump", [&] { dump(*x, s); });
 
     if (support::log().should_log(spdlog::level::debug)) {
         std::size_t lowered = 0;

@@ -8,7 +8,7 @@
 //              group (the interpreter behind the tier interface: tiers/interp/interp_tier.h)
 //   schedule   the nodes the outputs need, execution steps, each value's last use
 //   place      where each value lives during a call
-//   dump       KILN_DUMP's graph, groups and kir files
+//   dump       KILN_DUMP's graph, groups, kir, cuda and hip files
 //
 // Engine::load, the benchmarks and the tests get groups and kernels from here; nothing else
 // wires partition and lowering. Every step is timed (Executable::steps) and logged at debug
@@ -35,6 +35,8 @@ struct PipelineSettings {
     bool dump_graph = false;   // <name>.graph.txt: the graph IR
     bool dump_groups = false;  // <name>.groups.txt: the partition
     bool dump_kir = false;     // <name>.kir.txt: each group's kernel IR, or why it has none
+    bool dump_cuda = false;    // <name>.<group>.cu: each group's CUDA C (tiers/gpu/gpu_source.h), GPU or not
+    bool dump_hip = false;     // <name>.<group>.hip: the same in HIP
     std::string dump_dir = ".";
 };
 
