@@ -102,15 +102,9 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
     auto guard_failed = [&](int to) {
         code.guard_failures.fetch_add(1, std::memory_order_relaxed);
         code.deopts.fetch_add(1, std::memory_order_relaxed);
-        if (trace_) {
-            const std::string args = "\"group\":\"" + profiling::ChromeTrace::escape(g.name) + "\",\"device\":\"" +
-                                     st_.device.to_string() + "\"";
-            trace_->instant("guard", "guard_failure",
-                            args + ",\"fact\":\"" +
-                                profiling::ChromeTrace::escape(set->versions.front().guard.first_failure(params_.data(), gr.kernel->params)) +
-                                "\"");
-            trace_->instant("guard", "deopt", args + ",\"to_tier\":" + std::to_string(to));
-        }
+        if (trace_)
+            trace_guard_failure(*trace_, gr, set->versions.front().guard, params_.data(), to,
+                                ",\"device\":\"" + st_.device.to_string() + "\"");
     };
     if (!v) {
         guard_failed(0);
@@ -119,11 +113,11 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
     if (v->tier < set->versions.front().tier) guard_failed(v->tier);  // a specialisation existed, but its guard failed
     buffers_.clear();
     for (auto in : g.inputs) buffers_.push_back(device_value(static_cast<std::size_t>(in)).data());
-    std::vector<Tensor> outs;
+    // The outputs, written by the kernel (after a refused launch, tier 0 replaces them).
     for (auto out : g.outputs) {
         const auto id = static_cast<std::size_t>(out);
-        outs.push_back(Tensor::empty(sp_.shapes[id], g_.nodes[id].type.dtype, st_.device));
-        buffers_.push_back(outs.back().data());
+        dev_[id] = Tensor::empty(sp_.shapes[id], g_.nodes[id].type.dtype, st_.device);
+        buffers_.push_back(dev_[id].data());
     }
     tiers::LaunchArgs a;
     a.buffers = buffers_.data();
@@ -143,7 +137,6 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
         return false;
     }
     st_.launches.fetch_add(1, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < g.outputs.size(); ++i) dev_[static_cast<std::size_t>(g.outputs[i])] = std::move(outs[i]);
     *tier = v->tier;
     return true;
 }

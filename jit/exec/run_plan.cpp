@@ -29,6 +29,14 @@ const Shape& buffer_shape(const passes::Group& g, const ShapePlan& sp, std::size
 
 }  // namespace
 
+void trace_guard_failure(profiling::ChromeTrace& tr, const GroupRuntime& gr, const Guard& guard, const std::int64_t* params,
+                         int to, std::string_view extra) {
+    const std::string fact = guard.first_failure(params, gr.kernel->params);
+    const std::string group = "\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\"" + std::string(extra);
+    tr.instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::ChromeTrace::escape(fact) + "\"");
+    tr.instant("guard", "deopt", group + ",\"to_tier\":" + std::to_string(to));
+}
+
 bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp) {
     for (std::size_t b = 0; b < g.inputs.size() + g.outputs.size(); ++b)
         for (auto d : buffer_shape(g, sp, b))
@@ -153,12 +161,7 @@ private:
         profiling::GroupProfile& prof = profile_.group(gr.index);
         prof.guard_failures.fetch_add(1, std::memory_order_relaxed);
         prof.deopts.fetch_add(1, std::memory_order_relaxed);
-        if (auto* tr = trace_) {
-            const std::string fact = code.versions.front().guard.first_failure(s_.params.data(), gr.kernel->params);
-            const std::string group = "\"group\":\"" + profiling::ChromeTrace::escape(gr.group.name) + "\"";
-            tr->instant("guard", "guard_failure", group + ",\"fact\":\"" + profiling::ChromeTrace::escape(fact) + "\"");
-            tr->instant("guard", "deopt", group + ",\"to_tier\":" + std::to_string(to));
-        }
+        if (trace_) trace_guard_failure(*trace_, gr, code.versions.front().guard, s_.params.data(), to);
     }
     void release_inputs(std::size_t id, std::int32_t upto);
 

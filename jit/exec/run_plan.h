@@ -18,6 +18,8 @@
 #include "profiling/chrome_trace.h"
 #include "src/support/limits.h"
 
+#include <string_view>
+
 namespace kiln::jit {
 
 // What the executor tells the layer above it, the JIT's tier-up policy, about each call.
@@ -50,6 +52,12 @@ inline constexpr std::uint64_t kTimingPeriod = limits::timing_period;
 constexpr std::uint64_t timing_weight(std::uint64_t index) {
     return index < kTimingPeriod ? 1 : index % kTimingPeriod == 0 ? kTimingPeriod : 0;
 }
+
+// KILN_TRACE's events of a guard failure of `gr` at these params and its deopt to tier `to`:
+// the first failing fact of `guard` (the group's best version's). `extra`: more JSON members
+// of both events (e.g. the device), with a leading comma.
+void trace_guard_failure(profiling::ChromeTrace& tr, const GroupRuntime& gr, const Guard& guard, const std::int64_t* params,
+                         int to, std::string_view extra = {});
 
 // Whether any buffer of the group is empty for this shape plan.
 bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp);
