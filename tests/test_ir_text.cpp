@@ -337,7 +337,7 @@ TEST_CASE("ir text: parse errors name the line, the column and what was expected
     CHECK(contains(msg, "got 'f33'"));
 
     msg = parse_error(with("  %1 = neg(%0) : f32[2,,3]"));
-    CHECK(contains(msg, "3:24: expected a dim (an integer or a ?symbol, joined by '*'), got ','"));
+    CHECK(contains(msg, "3:24: expected a dim (integers and ?symbols joined by '*', '+' and '-'), got ','"));
     msg = parse_error(with("  %1 = neg(%0) : f32[3*]"));
     CHECK(contains(msg, "3:24: expected a dim"));
     msg = parse_error(with("  %1 = neg(%0) : f32[?]"));

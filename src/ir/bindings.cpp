@@ -11,6 +11,11 @@ template <class Dims> std::int64_t mul(std::int64_t a, std::int64_t b, const Dim
     if (!support::mul_fits(a, b, &r)) KILN_USER_ERROR("dims " << dims << ": " << a << " * " << b << " overflows int64");
     return r;
 }
+template <class Dims> std::int64_t add(std::int64_t a, std::int64_t b, const Dims& dims) {
+    std::int64_t r = 0;
+    if (!support::add_fits(a, b, &r)) KILN_USER_ERROR("dims " << dims << ": " << a << " + " << b << " overflows int64");
+    return r;
+}
 }  // namespace
 
 std::optional<std::int64_t> Bindings::get(const std::string& symbol) const {
@@ -29,13 +34,47 @@ void Bindings::bind(const std::string& symbol, std::int64_t value) {
 }
 
 std::optional<std::int64_t> Bindings::eval(const Dim& d) const {
-    std::int64_t v = d.coeff();
-    for (const auto& s : d.symbols()) {
-        auto b = get(s);
-        if (!b) return std::nullopt;
-        v = mul(v, *b, d);
+    std::int64_t v = d.constant();
+    for (const Dim::Term& t : d.terms()) {
+        std::int64_t p = t.coeff;
+        for (const auto& s : t.symbols) {
+            auto b = get(s);
+            if (!b) return std::nullopt;
+            p = mul(p, *b, d);
+        }
+        v = add(v, p, d);
     }
     return v;
+}
+
+// Solves d = value for d's one unbound symbol when it appears once, in one term:
+// value = rest + k * s. Returns false when d is not of that form or s is no size.
+bool Bindings::solve(const Dim& d, std::int64_t value) {
+    const std::string* unbound = nullptr;
+    std::int64_t rest = d.constant(), k = 0;
+    for (const Dim::Term& t : d.terms()) {
+        std::int64_t p = t.coeff;
+        const std::string* here = nullptr;
+        for (const auto& s : t.symbols) {
+            if (auto b = get(s)) {
+                p = mul(p, *b, d);
+            } else {
+                if (here != nullptr || unbound != nullptr) return false;  // a second unbound occurrence
+                here = &s;
+            }
+        }
+        if (here != nullptr) {
+            unbound = here;
+            k = p;
+        } else {
+            rest = add(rest, p, d);
+        }
+    }
+    std::int64_t diff = 0;
+    if (unbound == nullptr || k == 0 || __builtin_sub_overflow(value, rest, &diff) || diff % k != 0 || diff / k < 0)
+        return false;
+    bind(*unbound, diff / k);
+    return true;
 }
 
 bool Bindings::unify(const std::vector<Dim>& dims, const Shape& shape, std::string* why) {
@@ -50,21 +89,8 @@ bool Bindings::unify(const std::vector<Dim>& dims, const Shape& shape, std::stri
             continue;
         }
         auto v = eval(d);
-        if (!v) {  // a product with an unbound symbol: bind it when it is the only one
-            std::int64_t known = d.coeff();
-            const std::string* unbound = nullptr;
-            int n_unbound = 0;
-            for (const auto& s : d.symbols()) {
-                if (auto b = get(s)) known = mul(known, *b, d);
-                else {
-                    unbound = &s;
-                    ++n_unbound;
-                }
-            }
-            if (n_unbound == 1 && known != 0 && shape[i] % known == 0) {
-                bind(*unbound, shape[i] / known);
-                continue;
-            }
+        if (!v) {  // an unbound symbol: bind it when the dim can be solved for it
+            if (solve(d, shape[i])) continue;
             if (why) *why = "dim " + std::to_string(i) + " (" + d.to_string() + ") cannot be solved from " + std::to_string(shape[i]);
             return false;
         }

@@ -19,6 +19,8 @@ public:
     // Binds the unbound pure symbols of `dims` to `shape` and checks every other dim.
     // Returns false (and says why) when a dim disagrees.
     bool unify(const std::vector<Dim>& dims, const Shape& shape, std::string* why);
+    // Binds the one unbound symbol of `d` so that d == value, when d is linear in it.
+    bool solve(const Dim& d, std::int64_t value);
     const std::vector<std::pair<std::string, std::int64_t>>& items() const { return items_; }
     void clear() { items_.clear(); }
 

@@ -36,8 +36,11 @@ std::uint64_t hash_bytes(const unsigned char* p, std::size_t n) {
 }
 
 void hash_dim(Hasher& h, const Dim& d) {
-    h.i64(d.coeff()).u64(d.symbols().size());
-    for (const std::string& s : d.symbols()) h.str(s);
+    h.i64(d.constant()).u64(d.terms().size());
+    for (const Dim::Term& t : d.terms()) {
+        h.i64(t.coeff).u64(t.symbols.size());
+        for (const std::string& s : t.symbols) h.str(s);
+    }
 }
 
 void hash_dims(Hasher& h, const std::vector<Dim>& dims) {

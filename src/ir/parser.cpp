@@ -170,7 +170,7 @@ private:
             tok_.kind = Token::Float;
             tok_.text = src_.substr(start, 4);
             tok_.fval = -std::numeric_limits<double>::infinity();
-        } else if (std::strchr("{}()[]<>,=:*", c) != nullptr) {
+        } else if (std::strchr("{}()[]<>,=:*+", c) != nullptr || (c == '-' && peek_char(1) == '?')) {
             bump();
             tok_.kind = Token::Punct;
             tok_.text = src_.substr(start, 1);
@@ -450,12 +450,25 @@ private:
         return dims;
     }
 
+    // A dim: a sum of terms, each a product of integers and ?symbols ("?past+?seq", "4*?B-1").
     Dim parse_dim() {
+        Dim r;
+        for (;;) {
+            const bool negative = tok_.is('-');  // only before a symbol: "-3" lexes as a number
+            if (negative) advance();
+            Dim t = parse_term();
+            r = negative ? r - t : r + t;
+            if (tok_.is('+')) advance();
+            else if (!tok_.is('-') && !(tok_.kind == Token::Int && tok_.text.starts_with("-"))) return r;
+        }
+    }
+
+    Dim parse_term() {
         Dim d(1);
         for (;;) {
             if (tok_.kind == Token::Int) d = d * Dim(tok_.ival);
             else if (tok_.kind == Token::Sym) d = d * Dim::symbol(std::string(tok_.text));
-            else error("expected a dim (an integer or a ?symbol, joined by '*')");
+            else error("expected a dim (integers and ?symbols joined by '*', '+' and '-')");
             advance();
             if (!tok_.is('*')) return d;
             advance();

@@ -198,7 +198,7 @@ Dim window_out(const Ctx& c, const Dim& in, std::int64_t k, std::int64_t stride,
                               " does not fit the padded input of size " + std::to_string(in.value() + pad_total));
         return Dim(n / stride + 1);
     }
-    if (stride == 1 && pad_total == span - 1) return in;
+    if (stride == 1) return in + Dim(pad_total - span + 1);
     return c.fresh();
 }
 
@@ -254,8 +254,11 @@ TensorType infer_pool(const Ctx& c) {
 
 bool has_symbol_not_in(const std::vector<Dim>& target, const Dim& source) {
     for (const Dim& d : target)
-        for (const auto& s : d.symbols())
-            if (std::find(source.symbols().begin(), source.symbols().end(), s) == source.symbols().end()) return true;
+    {
+        const std::vector<std::string> have = source.symbol_names();
+        for (const auto& s : d.symbol_names())
+            if (!std::binary_search(have.begin(), have.end(), s)) return true;
+    }
     return false;
 }
 
@@ -346,15 +349,10 @@ TensorType infer_slice(const Ctx& c) {
     return out;
 }
 
-// Sum of dims: a monomial when all share their symbols, else a fresh symbol.
-Dim dims_sum(const Ctx& c, const std::vector<Dim>& ds) {
-    std::int64_t coeff = 0;
-    for (const Dim& d : ds) {
-        if (d.symbols() != ds[0].symbols()) return c.fresh();
-        c.require(!__builtin_add_overflow(coeff, d.coeff(), &coeff), "the concatenated dim overflows int64");
-    }
-    Dim r(coeff);
-    for (const auto& s : ds[0].symbols()) r = r * Dim::symbol(s);
+// Sum of dims (a polynomial in their symbols).
+Dim dims_sum(const std::vector<Dim>& ds) {
+    Dim r;
+    for (const Dim& d : ds) r = r + d;
     return r;
 }
 
@@ -375,7 +373,7 @@ TensorType infer_concat(const Ctx& c) {
         }
         parts.push_back(y.dims[axis]);
     }
-    out.dims[axis] = dims_sum(c, parts);
+    out.dims[axis] = dims_sum(parts);
     return out;
 }
 
@@ -404,7 +402,7 @@ TensorType infer_pad(const Ctx& c) {
         require_extent(c, after, "pad");
         if (before + after == 0) continue;
         if (x.dims[i].is_static()) require_extent(c, x.dims[i].value(), "padded dim");
-        out.dims[i] = x.dims[i].is_static() ? Dim(x.dims[i].value() + before + after) : c.fresh();
+        out.dims[i] = x.dims[i] + Dim(before + after);
     }
     return out;
 }
@@ -443,7 +441,7 @@ TensorType infer(const Ctx& c) {
 void check_size(const Ctx& c, const TensorType& t) {
     Shape known;
     known.reserve(t.dims.size());
-    for (const Dim& d : t.dims) known.push_back(d.coeff());
+    for (const Dim& d : t.dims) known.push_back(d.is_monomial() ? d.coeff() : 1);
     if (!support::bytes_fit(known, dtype_size(t.dtype)))
         support::checked_bytes(known, dtype_size(t.dtype),
                                std::string(op_name(c.op)) + " gives " + t.to_string() + " (operands: " + c.operands() + ")");

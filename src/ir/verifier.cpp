@@ -91,7 +91,7 @@ private:
     int first_free_fresh_number() const {
         int next = 1;
         auto see = [&next](const Dim& d) {
-            for (const std::string& s : d.symbols()) {
+            for (const std::string& s : d.symbol_names()) {
                 if (s.size() < 2 || s[0] != '_' || s.size() > 10) continue;
                 int n = 0;
                 auto [p, ec] = std::from_chars(s.data() + 1, s.data() + s.size(), n);
@@ -160,7 +160,9 @@ private:
         const TensorType& t = node(id).type;
         for (std::size_t i = 0; i < t.dims.size(); ++i) {
             const Dim& d = t.dims[i];
-            bool ok = d.is_static() ? d.value() >= 0 : d.coeff() >= 1;
+            // A symbolic dim must be able to be a size: some term has a positive coefficient.
+            bool ok = d.is_static() ? d.value() >= 0
+                                    : std::any_of(d.terms().begin(), d.terms().end(), [](const Dim::Term& term) { return term.coeff > 0; });
             if (!ok)
                 fail(id, "type " + t.to_string() + " has an invalid dim " + d.to_string() + " at axis " +
                              std::to_string(i));
@@ -218,6 +220,9 @@ private:
             expected.push_back(id);
             const std::string& name = n.attrs.str("name");
             if (!names.insert(name).second) fail(id, "input name \"" + name + "\" is used by an earlier input");
+            for (const Dim& d : n.type.dims)
+                if (!d.is_static() && !d.is_symbol())
+                    fail(id, "an input's dims must be integers or single symbols, got " + n.type.to_string());
         }
         if (expected != g_.inputs) {
             auto list = [](const std::vector<ValueId>& v) {

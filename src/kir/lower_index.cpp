@@ -102,7 +102,20 @@ ExprRef Lowering::param_for(const Dim& d) {
         return nullptr;
     };
     if (ExprRef p = search(group.inputs, "in", 0)) return p;
-    return search(group.outputs, "out", static_cast<int>(group.inputs.size()));
+    if (ExprRef p = search(group.outputs, "out", static_cast<int>(group.inputs.size()))) return p;
+    if (d.is_symbol()) return nullptr;
+    // A sum or product no buffer holds as a dim: composed from its symbols' params.
+    ExprRef sum = index_const(d.constant());
+    for (const Dim::Term& t : d.terms()) {
+        ExprRef term = index_const(t.coeff);
+        for (const std::string& s : t.symbols) {
+            ExprRef p = param_for(Dim::symbol(s));
+            if (!p) return nullptr;
+            term = imul(term, p);
+        }
+        sum = iadd(sum, term);
+    }
+    return sum;
 }
 
 ExprRef Lowering::dim_of(ValueId v, std::size_t axis) {

@@ -62,8 +62,11 @@ Var reduce(Op op, const Var& x, std::vector<std::int64_t> axes, bool keepdim) {
     return t.add(op, {x}, std::move(a));
 }
 
-// x divided by d as monomials, when d's symbols are among x's and the coefficient divides.
+// x divided by d: by a static d when every coefficient divides; as monomials when d's
+// symbols are among x's and the coefficient divides.
 std::optional<Dim> divide(const Dim& x, const Dim& d) {
+    if (d.is_static()) return x.div_exact(d.value());
+    if (!x.is_monomial() || !d.is_monomial()) return std::nullopt;
     if (d.coeff() == 0 || x.coeff() % d.coeff() != 0) return std::nullopt;
     std::vector<std::string> rest = x.symbols();
     for (const auto& s : d.symbols()) {

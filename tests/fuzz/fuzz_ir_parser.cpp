@@ -24,9 +24,13 @@ constexpr std::int64_t kSymbolValue = 2;
 
 // The size of `d` with every symbol bound to kSymbolValue, or -1 when negative or too large.
 std::int64_t bound(const Dim& d) {
-    std::int64_t v = d.coeff();
-    for (std::size_t i = 0; i < d.symbols().size(); ++i)
-        if (__builtin_mul_overflow(v, kSymbolValue, &v)) return -1;
+    std::int64_t v = d.constant();
+    for (const Dim::Term& t : d.terms()) {
+        std::int64_t p = t.coeff;
+        for (std::size_t i = 0; i < t.symbols.size(); ++i)
+            if (__builtin_mul_overflow(p, kSymbolValue, &p)) return -1;
+        if (__builtin_add_overflow(v, p, &v)) return -1;
+    }
     return v >= 0 && v <= kRunMax ? v : -1;
 }
 
