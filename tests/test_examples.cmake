@@ -4,6 +4,9 @@
 set(KILN_EXAMPLE_TESTS
   "01_quickstart|1 4 --calls 12 --gap-ms 5"
   "02_dynamic_shapes|3 8 17")
+if(KILN_HAVE_ONNX)  # 03 reads an exported model
+  list(APPEND KILN_EXAMPLE_TESTS "03_gpt2_decode|${PROJECT_SOURCE_DIR}/tests/onnx/dynamic/models/gpt2_tiny_past --steps 64")
+endif()
 foreach(_entry IN LISTS KILN_EXAMPLE_TESTS)
   string(REPLACE "|" ";" _parts "${_entry}")
   list(GET _parts 0 _target)

@@ -43,6 +43,10 @@ struct OnnxModelInfo {
     std::vector<ValueInfo> outputs;            // dims as declared (none when the model gives no shape)
     std::vector<std::string> load_time_inputs; // inputs that OnnxOptions::input_values must give
     std::vector<std::string> op_types;         // distinct op types, in order of first use
+    // The symbolic dims of the inputs ("batch", "sequence"), in order of first use; the
+    // loaded graph's outputs() give each output's shape in terms of them (e.g. a KV cache's
+    // f32[?batch,4,?past+?sequence,16]).
+    std::vector<std::string> symbols;
 };
 
 // True when this Kiln was built with the ONNX importer.

@@ -6,7 +6,9 @@
 #include <kiln/engine.h>
 #include <kiln/trace.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <set>
 
 namespace kiln::onnx_import {
@@ -113,11 +115,19 @@ private:
             KILN_USER_CHECK(known, label << ": attribute '" << a.name() << "' is not supported");
         }
         std::vector<Var> inputs;
-        bool all_constant = true;
+        std::vector<std::optional<SymValue>> syms(static_cast<std::size_t>(node.input_size()));
+        bool all_constant = true, any_sym = false;
         std::int64_t in_elements = 0;
         for (const auto& name : node.input()) {
             if (name.empty()) {
                 inputs.emplace_back();
+                continue;
+            }
+            if (auto s = sym_values_.find(name); s != sym_values_.end()) {
+                syms[inputs.size()] = s->second;
+                inputs.emplace_back();
+                all_constant = false;
+                any_sym = true;
                 continue;
             }
             Var v = lookup(name, label);
@@ -127,9 +137,11 @@ private:
             inputs.push_back(v);
         }
         std::vector<Var> outs;
+        std::vector<std::optional<SymValue>> sym_outs;
         try {
             bool fold = all_constant && !node.input().empty() && in_elements <= kMaxFoldElements;
-            outs = fold ? folded(node, label, inputs) : run(node, label, inputs);
+            if (fold) outs = folded(node, label, inputs);
+            else std::tie(outs, sym_outs) = run(node, label, inputs, std::move(syms), any_sym);
         } catch (const Error& e) {
             std::string msg = e.what();
             if (msg.rfind(label, 0) == 0) throw;
@@ -138,18 +150,25 @@ private:
         for (int i = 0; i < node.output_size(); ++i) {
             const std::string& out = node.output(i);
             if (out.empty()) continue;
-            KILN_USER_CHECK(static_cast<std::size_t>(i) < outs.size() && outs[static_cast<std::size_t>(i)].defined(),
+            const auto k = static_cast<std::size_t>(i);
+            const bool is_sym = k < sym_outs.size() && sym_outs[k].has_value();
+            KILN_USER_CHECK(is_sym || (k < outs.size() && outs[k].defined()),
                             label << ": output " << i << " ('" << out << "') is not supported");
-            KILN_USER_CHECK(!values_.count(out) && !initializers_.count(out),
+            KILN_USER_CHECK(!values_.count(out) && !sym_values_.count(out) && !initializers_.count(out),
                             label << ": output '" << out << "' is defined twice (the graph is not in SSA form)");
-            values_[out] = outs[static_cast<std::size_t>(i)];
+            if (is_sym) sym_values_[out] = *sym_outs[k];
+            else values_[out] = outs[k];
         }
     }
 
-    std::vector<Var> run(const pb::NodeProto& node, const std::string& label, std::vector<Var> inputs) {
-        NodeCtx ctx(node, label, opset_, std::move(inputs));
-        registry().at(node.op_type()).convert(ctx);
-        return ctx.outputs();
+    // Converts the node: shape arithmetic on shape values is folded (ops_symbolic.cpp);
+    // everything else goes to the op's converter.
+    std::pair<std::vector<Var>, std::vector<std::optional<SymValue>>> run(
+        const pb::NodeProto& node, const std::string& label, std::vector<Var> inputs,
+        std::vector<std::optional<SymValue>> syms = {}, bool any_sym = false) {
+        NodeCtx ctx(node, label, opset_, std::move(inputs), std::move(syms));
+        if (!(any_sym && fold_symbolic(ctx))) registry().at(node.op_type()).convert(ctx);
+        return {ctx.outputs(), ctx.sym_outputs()};
     }
 
     // Runs the node on its constant inputs now, in a trace of its own on the interpreter,
@@ -161,7 +180,7 @@ private:
         Graph g = trace("fold", {}, [&](const std::vector<Var>&) {
             std::vector<Var> inner;
             for (const auto& v : values) inner.push_back(v ? Var(*v) : Var());
-            std::vector<Var> outs = run(node, label, inner);
+            std::vector<Var> outs = run(node, label, inner).first;
             std::vector<Var> result;
             for (const Var& o : outs) {
                 produced.push_back(o.defined());
@@ -182,6 +201,7 @@ private:
 
     Var output(const pb::ValueInfoProto& o) {
         std::string where = "ONNX model: graph output '" + o.name() + "'";
+        if (auto s = sym_values_.find(o.name()); s != sym_values_.end()) values_[o.name()] = materialize(s->second);
         Var v = lookup(o.name(), where);
         if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
             auto dt = dtype_from_onnx(o.type().tensor_type().elem_type());
@@ -213,6 +233,7 @@ private:
     std::int64_t opset_;
     std::map<std::string, const pb::TensorProto*> initializers_;
     std::map<std::string, Var> values_;
+    std::map<std::string, SymValue> sym_values_;  // shape values (sym_value.h), by name
 };
 
 }  // namespace
@@ -233,6 +254,9 @@ OnnxModelInfo model_info(const pb::ModelProto& model) {
     for (const auto& in : g.input()) {
         if (inits.count(in.name())) continue;
         info.inputs.push_back(value_info(in, "graph input"));
+        for (const Dim& d : info.inputs.back().dims)
+            for (const std::string& s : d.symbol_names())
+                if (std::find(info.symbols.begin(), info.symbols.end(), s) == info.symbols.end()) info.symbols.push_back(s);
         graph_inputs.insert(in.name());
     }
     for (const auto& out : g.output()) info.outputs.push_back(value_info(out, "graph output", false));

@@ -23,8 +23,9 @@ std::optional<Tensor> constant_value(const Var& v) {
     return n.value;
 }
 
-NodeCtx::NodeCtx(const pb::NodeProto& node, std::string label, std::int64_t opset, std::vector<Var> inputs)
-    : node_(node), label_(std::move(label)), opset_(opset), inputs_(std::move(inputs)) {}
+NodeCtx::NodeCtx(const pb::NodeProto& node, std::string label, std::int64_t opset, std::vector<Var> inputs,
+                 std::vector<std::optional<SymValue>> syms)
+    : node_(node), label_(std::move(label)), opset_(opset), inputs_(std::move(inputs)), syms_(std::move(syms)) {}
 
 void NodeCtx::fail(std::string_view attr, const std::string& msg) const {
     if (attr.empty()) KILN_USER_ERROR(label_ << ": " << msg);
@@ -33,7 +34,27 @@ void NodeCtx::fail(std::string_view attr, const std::string& msg) const {
 
 const Var& NodeCtx::in(std::size_t i) const {
     if (!has(i)) fail("", "input " + std::to_string(i) + " is required");
+    if (!inputs_[i].defined()) inputs_[i] = materialize(*sym(i));
     return inputs_[i];
+}
+
+bool NodeCtx::any_sym() const {
+    for (const auto& s : syms_)
+        if (s) return true;
+    return false;
+}
+
+std::optional<SymValue> NodeCtx::known(std::size_t i) const {
+    if (const SymValue* s = sym(i)) return *s;
+    if (auto t = constant(i)) return sym_from_constant(*t);
+    return std::nullopt;
+}
+
+std::vector<Dim> NodeCtx::need_dims(std::size_t i, const char* what) const {
+    if (const SymValue* s = sym(i)) return s->elems;
+    std::vector<Dim> dims;
+    for (std::int64_t v : need_ints(i, what)) dims.emplace_back(v);
+    return dims;
 }
 
 std::vector<Var> NodeCtx::all_inputs() const {
@@ -48,6 +69,10 @@ std::optional<Tensor> NodeCtx::constant(std::size_t i) const {
 }
 
 Tensor NodeCtx::need_constant(std::size_t i, const char* what) const {
+    if (const SymValue* s = sym(i))
+        fail("", std::string("input ") + std::to_string(i) + " ('" + node_.input(static_cast<int>(i)) + "', " + what +
+                     ") is computed from sizes known only at run time (" + s->to_string() +
+                     "); this op needs it while loading: give the symbolic dims fixed sizes");
     in(i);
     std::optional<Tensor> t = constant(i);
     if (!t) {
@@ -146,6 +171,16 @@ Tensor NodeCtx::attr_tensor(std::string_view name) const {
 void NodeCtx::set_out(std::size_t i, const Var& v) {
     if (outputs_.size() <= i) outputs_.resize(i + 1);
     outputs_[i] = v;
+}
+
+void NodeCtx::set_out(std::size_t i, const SymValue& v) {
+    if (v.is_static()) {
+        set_out(i, Var(sym_to_tensor(v)));
+        return;
+    }
+    if (outputs_.size() <= i) outputs_.resize(i + 1);
+    if (sym_outputs_.size() <= i) sym_outputs_.resize(i + 1);
+    sym_outputs_[i] = v;
 }
 
 }  // namespace kiln::onnx_import

@@ -5,6 +5,7 @@
 #include <kiln/trace.h>
 
 #include "src/onnx/proto.h"
+#include "src/onnx/sym_value.h"
 
 #include <cstdint>
 #include <optional>
@@ -19,8 +20,10 @@ std::string node_label(const pb::NodeProto& node, int index);
 
 class NodeCtx {
 public:
-    // `inputs[i]` is undefined for an omitted optional input (an empty name).
-    NodeCtx(const pb::NodeProto& node, std::string label, std::int64_t opset, std::vector<Var> inputs);
+    // `inputs[i]` is undefined for an omitted optional input (an empty name) and for a shape
+    // value (`syms[i]` set: sym_value.h).
+    NodeCtx(const pb::NodeProto& node, std::string label, std::int64_t opset, std::vector<Var> inputs,
+            std::vector<std::optional<SymValue>> syms = {});
 
     const pb::NodeProto& node() const { return node_; }
     const std::string& op() const { return node_.op_type(); }
@@ -35,8 +38,8 @@ public:
 
     // ---- inputs ----
     std::size_t num_inputs() const { return inputs_.size(); }
-    bool has(std::size_t i) const { return i < inputs_.size() && inputs_[i].defined(); }
-    const Var& in(std::size_t i) const;  // a required input
+    bool has(std::size_t i) const { return i < inputs_.size() && (inputs_[i].defined() || sym(i) != nullptr); }
+    const Var& in(std::size_t i) const;  // a required input (a shape value is materialised)
     std::vector<Var> all_inputs() const;  // every given input (variadic ops)
     // The value of input i when it is known while loading (a constant), else nullopt.
     std::optional<Tensor> constant(std::size_t i) const;
@@ -44,6 +47,13 @@ public:
     Tensor need_constant(std::size_t i, const char* what) const;
     std::vector<std::int64_t> need_ints(std::size_t i, const char* what) const;
     double need_scalar(std::size_t i, const char* what) const;
+    // ---- shape values (sym_value.h) ----
+    const SymValue* sym(std::size_t i) const { return i < syms_.size() && syms_[i] ? &*syms_[i] : nullptr; }
+    bool any_sym() const;
+    // Input i as a shape value when it is one, or a constant of rank <= 1 with integral values.
+    std::optional<SymValue> known(std::size_t i) const;
+    // Input i's elements as dims (symbolic sizes allowed); throws when computed from data.
+    std::vector<Dim> need_dims(std::size_t i, const char* what) const;
 
     // ---- attributes (each checks the attribute's type) ----
     bool has_attr(std::string_view name) const { return find(name) != nullptr; }
@@ -60,7 +70,9 @@ public:
     std::size_t num_outputs() const { return static_cast<std::size_t>(node_.output_size()); }
     bool wants(std::size_t i) const { return i < num_outputs() && !node_.output(static_cast<int>(i)).empty(); }
     void set_out(std::size_t i, const Var& v);
+    void set_out(std::size_t i, const SymValue& v);  // a constant when static
     const std::vector<Var>& outputs() const { return outputs_; }
+    const std::vector<std::optional<SymValue>>& sym_outputs() const { return sym_outputs_; }
 
 private:
     const pb::AttributeProto* find(std::string_view name) const;
@@ -69,8 +81,10 @@ private:
     const pb::NodeProto& node_;
     std::string label_;
     std::int64_t opset_;
-    std::vector<Var> inputs_;
+    mutable std::vector<Var> inputs_;  // shape values materialised on first use
+    std::vector<std::optional<SymValue>> syms_;
     std::vector<Var> outputs_;
+    std::vector<std::optional<SymValue>> sym_outputs_;
 };
 
 // The value of a Var when it is a constant of the trace (known at load time).

@@ -10,11 +10,15 @@ namespace {
 
 void reshape_op(NodeCtx& c) {
     Var x = c.in(0);
-    std::vector<std::int64_t> shape = c.need_ints(1, "shape");
+    std::vector<Dim> shape = c.need_dims(1, "shape");
     bool allow_zero = c.attr_i("allowzero", 0) != 0;
     std::vector<Dim> dims;
     for (std::size_t i = 0; i < shape.size(); ++i) {
-        std::int64_t v = shape[i];
+        if (!shape[i].is_static()) {  // a size known at run time (a shape value)
+            dims.push_back(shape[i]);
+            continue;
+        }
+        std::int64_t v = shape[i].value();
         if (v == 0 && !allow_zero) {
             c.require(static_cast<std::int64_t>(i) < x.rank(), "",
                       "shape value 0 at position " + std::to_string(i) + " copies a dim the input does not have");
@@ -128,8 +132,53 @@ Var reverse_slice(const NodeCtx& c, const Var& x, std::int64_t axis, std::int64_
     return gather(x, Var(Tensor::from_vector(idx, {static_cast<std::int64_t>(idx.size())})), axis);
 }
 
+// Slice with bounds computed from sizes known only at run time: each axis with a symbolic
+// bound is a narrow (no clamping: a bound outside the dim is an error at run time).
+void symbolic_slice(NodeCtx& c) {
+    Var x = c.in(0);
+    std::vector<Dim> starts = c.need_dims(1, "starts"), ends = c.need_dims(2, "ends");
+    std::vector<Dim> axes, steps;
+    if (c.has(3)) axes = c.need_dims(3, "axes");
+    if (c.has(4)) steps = c.need_dims(4, "steps");
+    c.require(starts.size() == ends.size(), "", "starts and ends must have one length");
+    if (axes.empty())
+        for (std::size_t i = 0; i < starts.size(); ++i) axes.emplace_back(static_cast<std::int64_t>(i));
+    if (steps.empty()) steps.assign(starts.size(), Dim(1));
+    c.require(axes.size() == starts.size() && steps.size() == starts.size(), "", "starts, ends, axes and steps must have one length");
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+        c.require(axes[i].is_static() && steps[i].is_static(), "", "axes and steps must be known while loading");
+        const std::int64_t a = norm_axis(c, axes[i].value(), x.rank(), "axes"), step = steps[i].value();
+        const Dim n = x.dim(a);
+        if (starts[i].is_static() && ends[i].is_static()) {
+            c.require(step != 0, "", "steps must not be 0");
+            x = step > 0 ? slice(x, a, starts[i].value(), ends[i].value(), step)
+                         : reverse_slice(c, x, a, starts[i].value(), ends[i].value(), step);
+            continue;
+        }
+        c.require(step == 1, "", "a slice with bounds known only at run time (" + starts[i].to_string() + " to " +
+                                     ends[i].to_string() + ") needs step 1, got " + std::to_string(step));
+        // A static bound: negative counts from the end; past the end (INT64_MAX) is the end.
+        auto bound = [&](const Dim& b) -> Dim {
+            if (!b.is_static()) {  // an index from the start; one that is negative at run time is an error
+                c.require(!(Dim(0) - b).surely_nonnegative(), "",
+                          "the bound " + b.to_string() + " counts from the end by a size known only at run time; "
+                          "Python's rules make its meaning depend on that size, which Kiln does not guess");
+                return b;
+            }
+            const std::int64_t v = b.value();
+            if (v < 0) return n + Dim(v);
+            if (n.is_static()) return Dim(std::min(v, n.value()));
+            return v >= (std::int64_t{1} << 40) ? n : Dim(v);
+        };
+        const Dim s = bound(starts[i]), e = bound(ends[i]);
+        x = narrow(x, a, s, e - s);
+    }
+    c.set_out(0, x);
+}
+
 void slice_op(NodeCtx& c) {
     Var x = c.in(0);
+    if (c.any_sym()) return symbolic_slice(c);
     std::vector<std::int64_t> starts, ends, axes, steps;
     if (c.opset() < 10) {
         starts = c.attr_ints("starts", {});
@@ -160,20 +209,21 @@ void slice_op(NodeCtx& c) {
 
 void expand_op(NodeCtx& c) {
     Var x = c.in(0);
-    std::vector<std::int64_t> shape = c.need_ints(1, "shape");
+    std::vector<Dim> shape = c.need_dims(1, "shape");
     std::vector<Dim> xd = x.dims();
     std::size_t n = std::max(xd.size(), shape.size());
     std::vector<Dim> out(n);
     for (std::size_t i = 0; i < n; ++i) {
         Dim a = i < n - xd.size() ? Dim(1) : xd[i - (n - xd.size())];
-        std::int64_t b = i < n - shape.size() ? 1 : shape[i - (n - shape.size())];
-        if (b == 1) out[i] = a;
-        else if (a == Dim(1)) out[i] = Dim(b);
-        else {
-            c.require(a == Dim(b) || !a.is_static(), "",
-                      "cannot broadcast " + dims_to_string(xd) + " to the shape at position " + std::to_string(i));
-            out[i] = a.is_static() ? a : Dim(b);
-        }
+        Dim b = i < n - shape.size() ? Dim(1) : shape[i - (n - shape.size())];
+        if (b == Dim(1) || a == b) out[i] = a;
+        else if (a == Dim(1)) out[i] = b;
+        else if (a.is_static() && b.is_static())
+            c.fail("", "cannot broadcast " + dims_to_string(xd) + " to the shape " + dims_to_string(shape) + " at position " +
+                           std::to_string(i));
+        // One side symbolic: ONNX gives the other side unless this one is 1 at run time. A
+        // static size > 1 decides; else the target's (a run-time mismatch is an error).
+        else out[i] = a.is_static() ? a : b;
     }
     c.set_out(0, broadcast_to(x, out));
 }

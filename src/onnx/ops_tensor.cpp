@@ -42,9 +42,14 @@ void constant_op(NodeCtx& c) {
 }
 
 void constant_of_shape(NodeCtx& c) {
-    Shape shape = created_shape(c, c.need_ints(0, "shape"));
     Tensor value = c.has_attr("value") ? c.attr_tensor("value") : Tensor::zeros({1}, DType::f32);
     c.require(value.numel() == 1, "value", "must hold one element");
+    if (const SymValue* s = c.sym(0)) {  // sizes known at run time: a broadcast of the value
+        c.require(!s->scalar, "", "the shape must be a 1-D tensor, got the scalar " + s->to_string());
+        c.set_out(0, broadcast_to(Var(value.reshape({}).contiguous()), s->elems));
+        return;
+    }
+    Shape shape = created_shape(c, c.need_ints(0, "shape"));
     Tensor out = Tensor::empty(shape, value.dtype());
     if (out.numel() > 0) out.copy_from(value.reshape({}).broadcast_to(shape));
     c.set_out(0, Var(out));
@@ -55,22 +60,37 @@ void shape_op(NodeCtx& c) {
     std::int64_t r = x.rank();
     auto clampi = [r](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v + r, 0) : std::min(v, r); };
     std::int64_t start = clampi(c.attr_i("start", 0)), end = clampi(c.attr_i("end", r));
-    std::vector<std::int64_t> dims;
-    for (std::int64_t i = start; i < end; ++i) {
-        Dim d = x.dim(i);
-        c.require(d.is_static(), "", "the shape is only known at run time (" + dims_to_string(x.dims()) +
-                                         "); Kiln needs it while loading: give the symbolic dims fixed sizes");
-        dims.push_back(d.value());
-    }
-    c.set_out(0, Var(Tensor::from_vector(dims, {static_cast<std::int64_t>(dims.size())})));
+    SymValue dims;  // a shape value (sym_value.h); a constant when every dim is static
+    for (std::int64_t i = start; i < end; ++i) dims.elems.push_back(x.dim(i));
+    c.set_out(0, dims);
 }
 
 void size_op(NodeCtx& c) {
-    const std::int64_t n = support::checked_numel(static_dims(c, c.in(0), "Size"), "Size");
-    c.set_out(0, Var(Tensor::full({}, static_cast<double>(n), DType::i64)));
+    Dim n(1);
+    for (const Dim& d : c.in(0).dims()) n = n * d;
+    if (n.is_static()) support::checked_numel(static_dims(c, c.in(0), "Size"), "Size");
+    c.set_out(0, SymValue{{n}, true, DType::i64});
+}
+
+// Range whose start or limit is a shape value: an arange of a symbolic length.
+void symbolic_range(NodeCtx& c) {
+    std::optional<SymValue> s = c.known(0), l = c.known(1), d = c.known(2);
+    for (int i = 0; i < 3; ++i) {
+        const std::optional<SymValue>& v = i == 0 ? s : i == 1 ? l : d;
+        if (!v) c.need_constant(static_cast<std::size_t>(i), i == 0 ? "start" : i == 1 ? "limit" : "delta");
+        c.require(v->elems.size() == 1, "", "start, limit and delta must be scalars");
+    }
+    c.require(d->is_static() && d->elems[0].value() != 0, "", "delta must be a nonzero constant, got " + d->to_string());
+    const std::int64_t step = d->elems[0].value();
+    std::optional<Dim> n = (l->elems[0] - s->elems[0]).div_exact(step);
+    c.require(n.has_value(), "",
+              "the number of elements ceil((" + l->to_string() + " - " + s->to_string() + ") / " + std::to_string(step) +
+                  ") is not a sum of sizes Kiln can carry; only an exact division is");
+    c.set_out(0, arange(s->elems[0], *n, step, s->dtype));
 }
 
 void range_op(NodeCtx& c) {
+    if (c.any_sym()) return symbolic_range(c);
     Tensor start = c.need_constant(0, "start");
     c.require(start.numel() == 1 && c.need_constant(1, "limit").numel() == 1 && c.need_constant(2, "delta").numel() == 1, "",
               "start, limit and delta must be scalars");

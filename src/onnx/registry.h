@@ -33,6 +33,11 @@ void add_norm_ops(Registry& r);         // ops_norm.cpp
 void add_shape_ops(Registry& r);        // ops_shape.cpp
 void add_tensor_ops(Registry& r);       // ops_tensor.cpp: constants, cast, gather, ...
 
+// Folds a node with shape-value inputs (sym_value.h) at load time when its op is shape
+// arithmetic Kiln can carry exactly on dims; false leaves the node to its converter
+// (ops_symbolic.cpp).
+bool fold_symbolic(NodeCtx& c);
+
 // ---- helpers the converters share (ops_util.cpp) ----
 
 // Normalises an axis against `rank`, failing with the node's label when out of range.

@@ -166,9 +166,17 @@ int run(const Args& a) {
                   << (load_time ? " (a constant of the graph)" : "") << "\n";
     }
 
+    if (!info.symbols.empty()) {
+        std::cout << "symbolic dims:";
+        for (const auto& s : info.symbols) std::cout << " ?" << s;
+        std::cout << " (sizes from the inputs given, or --dim SYM=N)\n";
+    }
+
     auto t0 = std::chrono::steady_clock::now();
     kiln::Graph g = kiln::load_onnx(a.model, options);
     double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& o : g.outputs())
+        std::cout << "output '" << o.name << "': " << kiln::dtype_name(o.dtype) << kiln::dims_to_string(o.dims) << "\n";
     if (a.graph) std::cout << g.to_string({.max_constant_elements = 8});
     kiln::Options opts = kiln::Options::from_env();
     if (a.interp) opts.jit = false;
