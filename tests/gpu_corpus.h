@@ -11,6 +11,7 @@
 #include "tier_kernels.h"
 
 #include "jit/exec/pipeline.h"
+#include "jit/exec/run_plan.h"
 #include "jit/exec/shape_plan.h"
 #include "src/kir/kir.h"
 #include "tiers/gpu/gpu_source.h"
@@ -66,11 +67,10 @@ inline std::vector<Item> family_kernels(const Family& f) {
         for (const auto& g : plan->groups) {
             if (!g->kernel) continue;
             const kir::Kernel& k = *g->kernel;
-            std::vector<ir::ValueId> values = g->group.inputs;
-            values.insert(values.end(), g->group.outputs.begin(), g->group.outputs.end());
+            std::vector<std::int64_t> params;
+            jit::group_params(k, g->group, *sp, params);
             kir::Specialization spec;
-            for (const kir::ParamSource& s : k.param_sources)
-                spec.params.push_back(sp->shapes[static_cast<std::size_t>(values[static_cast<std::size_t>(s.buffer)])][static_cast<std::size_t>(s.dim)]);
+            spec.params.assign(params.begin(), params.end());
             const std::string what = std::string(f.name) + " seed " + std::to_string(seed) + " group " + g->group.name;
             out.push_back({what, k, {}});
             if (!k.params.empty()) out.push_back({what + " (specialised)", k, spec});

@@ -22,8 +22,15 @@ std::vector<kiln::Tensor> evaluate_group(const kiln::kir::Kernel& k, const kiln:
     std::vector<void*> ptrs;
     for (kiln::Tensor& t : bufs) ptrs.push_back(t.data());
     std::vector<std::int64_t> params;
-    for (const auto& src : k.param_sources)
+    for (const auto& src : k.param_sources) {
+        if (src.from_symbol()) {  // a symbol's value in the call (narrow's start)
+            const auto v = sp.bindings.get(src.symbol);
+            REQUIRE_MESSAGE(v.has_value(), "?", src.symbol, " is unbound");
+            params.push_back(*v);
+            continue;
+        }
         params.push_back(bufs[static_cast<std::size_t>(src.buffer)].shape()[static_cast<std::size_t>(src.dim)]);
+    }
     const std::int64_t extent = kiln::kir::eval_index(k.extent, params.data());
     REQUIRE(extent >= 0);
     const std::int64_t mid = extent / 3;

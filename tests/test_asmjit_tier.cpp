@@ -8,6 +8,7 @@
 
 #if defined(KILN_HAVE_ASMJIT)
 
+#include "jit/exec/run_plan.h"
 #include "jit/exec/shape_plan.h"
 #include "reference.h"
 #include "reference_kir.h"
@@ -462,7 +463,7 @@ std::vector<Tensor> run_group(const CompiledKernel& ck, const Kernel& k, const p
     std::vector<void*> ptrs;
     for (Tensor& t : bufs) ptrs.push_back(t.data());
     std::vector<I64> params;
-    for (const auto& src : k.param_sources) params.push_back(bufs[static_cast<std::size_t>(src.buffer)].shape()[static_cast<std::size_t>(src.dim)]);
+    jit::group_params(k, group, sp, params);  // buffer dims and symbol values, as the runtime gives them
     const I64 extent = kir::eval_index(k.extent, params.data());
     const I64 mid = extent / 2;
     tiers::host_entry(ck)(ptrs.data(), params.data(), 0, mid);

@@ -207,11 +207,10 @@ static std::vector<gpu_test::Item> model_kernels(const std::string& name, const 
         for (const auto& gr : plan->groups) {
             if (!gr->kernel) continue;
             const kir::Kernel& k = *gr->kernel;
-            std::vector<ir::ValueId> values = gr->group.inputs;
-            values.insert(values.end(), gr->group.outputs.begin(), gr->group.outputs.end());
+            std::vector<std::int64_t> params;
+            jit::group_params(k, gr->group, *sp, params);
             kir::Specialization spec;
-            for (const kir::ParamSource& src : k.param_sources)
-                spec.params.push_back(sp->shapes[static_cast<std::size_t>(values[static_cast<std::size_t>(src.buffer)])][static_cast<std::size_t>(src.dim)]);
+            spec.params.assign(params.begin(), params.end());
             const std::string what = name + " " + shape_to_string(shape) + " group " + gr->group.name;
             if (&shape == &shapes.front()) out.push_back({what, k, {}});
             out.push_back({what + " (specialised)", k, spec});

@@ -427,4 +427,18 @@ TEST_CASE("kir: verify rejects malformed kernels") {
     kir::Kernel outer_extent = base();
     outer_extent.extent = kir::outer();
     CHECK_THROWS_WITH_AS(kir::verify(outer_extent), doctest::Contains("outer in the extent"), std::logic_error);
+
+    // A param may take a symbol's value (then it names no buffer), or a dim of a buffer.
+    kir::Kernel symbol = ok;
+    symbol.params = {"?past"};
+    symbol.param_sources = {kir::ParamSource::of_symbol("past")};
+    symbol.extent = kir::param(0);
+    CHECK_NOTHROW(kir::verify(symbol));
+    CHECK(kir::print(symbol).find("param p0 ?past = ?past\n") != std::string::npos);
+    symbol.param_sources[0].buffer = 1;
+    CHECK_THROWS_WITH_AS(kir::verify(symbol), doctest::Contains("the param source ?past also names buffer 1 dim -1"), std::logic_error);
+    kir::Kernel bad_source = ok;
+    bad_source.params = {"in2.d0"};
+    bad_source.param_sources = {{2, 0}};
+    CHECK_THROWS_WITH_AS(kir::verify(bad_source), doctest::Contains("a param source names buffer 2 dim 0"), std::logic_error);
 }

@@ -48,6 +48,13 @@ void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan&
     out.resize(k.param_sources.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
         const auto& src = k.param_sources[i];
+        if (src.from_symbol()) {  // narrow's start, say: its symbols are bound (the shape plan evaluated it)
+            const std::optional<std::int64_t> v = sp.bindings.get(src.symbol);
+            KILN_CHECK(v.has_value(),
+                       "group " << g.name << ": param " << i << " is ?" << src.symbol << ", which the call has not bound");
+            out[i] = *v;
+            continue;
+        }
         out[i] = buffer_shape(g, sp, static_cast<std::size_t>(src.buffer))[static_cast<std::size_t>(src.dim)];
     }
 }

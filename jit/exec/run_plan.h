@@ -61,7 +61,8 @@ void trace_guard_failure(profiling::ChromeTrace& tr, const GroupRuntime& gr, con
 
 // Whether any buffer of the group is empty for this shape plan.
 bool has_empty_buffer(const passes::Group& g, const ShapePlan& sp);
-// The group kernel's param values for this shape plan.
+// The group kernel's param values for this shape plan: buffer dims from its shapes, symbol
+// values (kir::ParamSource::symbol) from its bindings.
 void group_params(const kir::Kernel& k, const passes::Group& g, const ShapePlan& sp, std::vector<std::int64_t>& out);
 
 // `max_tier` receives the highest tier any group ran on. `caller_outputs` (may be empty):

@@ -4,7 +4,7 @@
 //
 // Requires: `k` passes kir::verify; `buffers` holds one pointer per k.buffers entry, to
 // dense arrays of that buffer's dtype large enough for every index the kernel touches;
-// `params` holds one value per k.params entry (the dims named by k.param_sources).
+// `params` holds one value per k.params entry (the dims or symbol values named by k.param_sources).
 // Ensures: runs k.body for each outer index in [begin, end), in order, with exactly the
 // interpreter's op semantics (tiers/interp): f16/bf16 elements are loaded as f32 and
 // stored from f32 (kiln::Half / kiln::BFloat16 rounding), integer arithmetic wraps,

@@ -9,7 +9,8 @@
 // runtime evaluates `extent` (an expression of the params) and splits [0, extent) into
 // chunks across threads, so every backend gets parallelism the same way. Buffers are dense
 // (row-major, contiguous) arrays of their dtype; f16/bf16 elements are loaded as f32 and
-// stored from f32. Params are int64 values (dims of the group's inputs) that a
+// stored from f32. Params are int64 values (dims of the group's buffers, or values of
+// symbolic dims: ParamSource) that a
 // specialisation may bind to constants (see Specialization).
 //
 // Semantics of every op are those of the interpreter (tiers/interp), which is the
@@ -128,10 +129,15 @@ struct Buffer {
 };
 
 // Where a param's value comes from at run time: dim `dim` of buffer `buffer` (an input or
-// an output; the runtime knows every buffer's shape before it calls the kernel).
+// an output; the runtime knows every buffer's shape before it calls the kernel), or, when
+// `symbol` is not empty, the value of the symbolic dim ?symbol in the call (buffer and dim
+// are then -1): a size no buffer holds, such as the start of a narrow view.
 struct ParamSource {
     int buffer = 0;
     int dim = 0;
+    std::string symbol;
+    bool from_symbol() const { return !symbol.empty(); }
+    static ParamSource of_symbol(std::string name) { return {-1, -1, std::move(name)}; }
 };
 
 // A structured description of a matmul group's kernel (a contraction plus its epilogue),

@@ -110,7 +110,14 @@ private:
 
     std::map<ir::ValueId, int> input_buf_, output_buf_, uses_;
     std::vector<std::pair<Dim, int>> dim_params_;
-    ExprRef param_for(const Dim& d);
+    // The run-time value of symbolic dim d: a param for a dim of a buffer of the group, else a
+    // sum of products of its symbols' params. With `symbols`, a symbol that no buffer holds
+    // gets a param read from the call's bindings (kir::ParamSource::symbol); without, it is
+    // unknown (null), so that dim_of derives it from operands.
+    ExprRef param_for(const Dim& d, bool symbols = false);
+    // The run-time value of a dims attribute's dim (narrow's start and length): a constant,
+    // or param_for(d, true).
+    ExprRef attr_dim(const Dim& d);
     ExprRef node_expr(const ir::Node& nd, const std::vector<ExprRef>& a);
 };
 

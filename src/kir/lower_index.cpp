@@ -2,6 +2,7 @@
 // and identities, the run-time dims of values (params, constants, broadcasts of operands'
 // dims), iteration spaces, and the element offset of a buffer at a point of a space.
 #include "src/kir/lower_ctx.h"
+#include "src/support/check.h"
 
 #include <algorithm>
 
@@ -84,7 +85,7 @@ ExprRef iadd_fold(const ExprRef& a, const ExprRef& b) {
     return iadd(a, b);
 }
 
-ExprRef Lowering::param_for(const Dim& d) {
+ExprRef Lowering::param_for(const Dim& d, bool symbols) {
     for (const auto& [dim, id] : dim_params_)
         if (dim == d) return param(id);
     auto search = [&](const std::vector<ValueId>& values, const char* prefix, int first) -> ExprRef {
@@ -103,19 +104,33 @@ ExprRef Lowering::param_for(const Dim& d) {
     };
     if (ExprRef p = search(group.inputs, "in", 0)) return p;
     if (ExprRef p = search(group.outputs, "out", static_cast<int>(group.inputs.size()))) return p;
-    if (d.is_symbol()) return nullptr;
+    if (d.is_symbol()) {
+        if (!symbols) return nullptr;
+        const int id = static_cast<int>(k.params.size());
+        k.params.push_back("?" + d.symbols()[0]);
+        k.param_sources.push_back(ParamSource::of_symbol(d.symbols()[0]));
+        dim_params_.emplace_back(d, id);
+        return param(id);
+    }
     // A sum or product no buffer holds as a dim: composed from its symbols' params.
     ExprRef sum = index_const(d.constant());
     for (const Dim::Term& t : d.terms()) {
         ExprRef term = index_const(t.coeff);
         for (const std::string& s : t.symbols) {
-            ExprRef p = param_for(Dim::symbol(s));
+            ExprRef p = param_for(Dim::symbol(s), symbols);
             if (!p) return nullptr;
             term = imul(term, p);
         }
         sum = iadd(sum, term);
     }
     return sum;
+}
+
+ExprRef Lowering::attr_dim(const Dim& d) {
+    if (d.is_static()) return index_const(d.value());
+    ExprRef p = param_for(d, true);
+    KILN_CHECK(p != nullptr, "kir::lower: no param for " << d);
+    return p;
 }
 
 ExprRef Lowering::dim_of(ValueId v, std::size_t axis) {

@@ -140,8 +140,11 @@ std::string print(const Kernel& k) {
            << (k.buffers[i].output ? " (output)" : "") << "\n";
     for (std::size_t i = 0; i < k.params.size(); ++i) {
         os << "  param p" << i << " " << k.params[i];
-        if (i < k.param_sources.size())
-            os << " = dim " << k.param_sources[i].dim << " of b" << k.param_sources[i].buffer;
+        if (i < k.param_sources.size()) {
+            const ParamSource& s = k.param_sources[i];
+            if (s.from_symbol()) os << " = ?" << s.symbol;
+            else os << " = dim " << s.dim << " of b" << s.buffer;
+        }
         os << "\n";
     }
     for (std::size_t i = 0; i < k.temps.size(); ++i) os << "  temp t" << i << ": " << type_name(k.temps[i]) << "\n";

@@ -32,9 +32,16 @@ public:
     void run() {
         check(k_.num_vars >= 0, "negative num_vars");
         check(k_.params.size() == k_.param_sources.size(), "params and param_sources differ in size");
-        for (const ParamSource& s : k_.param_sources)
+        for (const ParamSource& s : k_.param_sources) {
+            if (s.from_symbol()) {
+                check(s.buffer == -1 && s.dim == -1,
+                      "the param source ?" + s.symbol + " also names buffer " + std::to_string(s.buffer) + " dim " +
+                          std::to_string(s.dim));
+                continue;
+            }
             check(s.buffer >= 0 && static_cast<std::size_t>(s.buffer) < k_.buffers.size() && s.dim >= 0,
                   "a param source names buffer " + std::to_string(s.buffer) + " dim " + std::to_string(s.dim));
+        }
         check(k_.extent != nullptr, "no extent");
         in_extent_ = true;
         expr(*k_.extent);

@@ -75,7 +75,7 @@ struct Partition {
 // Is `node` a row op (see above)? Exposed for the lowering and tests.
 bool is_row_op(const ir::Node& node);
 // Is `node` a shape op that may join a group as a view (see above): reshape, permute,
-// squeeze, unsqueeze, broadcast_to, slice with step > 0.
+// squeeze, unsqueeze, broadcast_to, slice with step > 0, narrow.
 bool is_view_op(const ir::Node& node);
 
 Partition partition(const ir::Graph& g);
