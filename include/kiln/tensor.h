@@ -91,11 +91,19 @@ public:
         return static_cast<T*>(data());
     }
     // Values in row-major order, converted to T (any dtype converts to any arithmetic T).
+    // Integers to an integral T are exact (through int64, not double: 2^63 - 1 stays itself).
     template <class T> std::vector<T> to_vector() const {
+        if constexpr (std::is_integral_v<T>) {
+            if (is_integer(dtype_)) {
+                std::vector<std::int64_t> v = to_int64s();
+                return std::vector<T>(v.begin(), v.end());
+            }
+        }
         std::vector<double> v = to_doubles();
         return std::vector<T>(v.begin(), v.end());
     }
     std::vector<double> to_doubles() const;
+    std::vector<std::int64_t> to_int64s() const;  // values converted as astype(i64) converts
     double item(const std::vector<std::int64_t>& index) const;  // one element, as double
     Tensor to(Device device) const;
     Tensor contiguous() const;  // itself when already contiguous, else a dense copy

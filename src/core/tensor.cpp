@@ -320,6 +320,15 @@ std::vector<double> Tensor::to_doubles() const {
     dst.copy_from(*this);
     return out;
 }
+std::vector<std::int64_t> Tensor::to_int64s() const {
+    require_defined(*this, "Tensor::to_int64s");
+    support::checked_bytes(shape_, sizeof(std::int64_t), "Tensor::to_int64s");
+    std::vector<std::int64_t> out(static_cast<std::size_t>(numel()));
+    if (out.empty()) return out;
+    Tensor dst = wrap(out.data(), shape_, DType::i64);
+    dst.copy_from(*this);
+    return out;
+}
 double Tensor::item(const std::vector<std::int64_t>& index) const {
     require_defined(*this, "Tensor::item");
     KILN_USER_CHECK(static_cast<std::int64_t>(index.size()) == rank(),
