@@ -234,7 +234,7 @@ void add_nn_ops(Registry& r) {
     r["Gemm"] = {gemm, {"alpha", "beta", "transA", "transB"}, {}};
     r["Conv"] = {conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}, {}};
     r["MaxPool"] = {max_pool, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}, {}};
-    r["AveragePool"] = {avg_pool, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}, {}};
+    r["AveragePool"] = {avg_pool, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}, {}};
     r["GlobalAveragePool"] = {global_avg_pool, {}, {}};
     r["GlobalMaxPool"] = {global_max_pool, {}, {}};
 }

@@ -109,6 +109,35 @@ void instance_norm_op(NodeCtx& c) {
     c.set_out(0, y * per_channel(c.in(1), x.rank()) + per_channel(c.in(2), x.rank()));
 }
 
+// GroupNormalization: statistics over each group of C / num_groups channels and the spatial
+// dims. Opset 18 gives scale and bias per group, opset 21 per channel.
+void group_norm_op(NodeCtx& c) {
+    Var x = c.in(0);
+    c.require(x.rank() >= 3, "", "expected an input [N, C, spatial...], got " + dims_to_string(x.dims()));
+    const std::int64_t groups = c.attr_i("num_groups");
+    const Dim C = x.dim(1);
+    c.require(C.is_static() && groups >= 1 && C.value() % groups == 0, "num_groups",
+              std::to_string(groups) + " does not divide the channels " + C.to_string());
+    c.require(c.attr_i("stash_type", 1) == 1, "stash_type", "only 1 (statistics in f32) is supported");
+    const double eps = c.attr_f("epsilon", 1e-5);
+    std::vector<Dim> grouped = {x.dim(0), Dim(groups), Dim(-1)};
+    Var g = reshape(x, grouped);
+    Var m = mean(g, {2}, true);
+    Var diff = g - m;
+    Var y = reshape(diff * rsqrt(mean(diff * diff, {2}, true) + eps), x.dims());
+    Var scale = c.in(1), bias = c.in(2);
+    const std::int64_t per = c.opset() >= 21 ? C.value() : groups;
+    c.require(scale.rank() == 1 && bias.rank() == 1 && scale.dim(0) == Dim(per) && bias.dim(0) == Dim(per), "",
+              "scale and bias must have " + std::to_string(per) + (c.opset() >= 21 ? " (channels)" : " (groups)") +
+                  " values, got " + dims_to_string(scale.dims()) + " and " + dims_to_string(bias.dims()));
+    if (per != C.value()) {  // per group: each value repeats over the group's channels
+        const std::vector<Dim> wide = {Dim(groups), Dim(C.value() / groups)};
+        scale = reshape(broadcast_to(reshape(scale, {Dim(groups), Dim(1)}), wide), {C});
+        bias = reshape(broadcast_to(reshape(bias, {Dim(groups), Dim(1)}), wide), {C});
+    }
+    c.set_out(0, y * per_channel(scale, x.rank()) + per_channel(bias, x.rank()));
+}
+
 void lp_norm_op(NodeCtx& c) {
     Var x = c.in(0);
     std::int64_t axis = norm_axis(c, c.attr_i("axis", -1), x.rank(), "axis");
@@ -135,6 +164,7 @@ void add_norm_ops(Registry& r) {
     r["LayerNormalization"] = {layer_norm_op, {"axis", "epsilon", "stash_type"}, {}};
     r["BatchNormalization"] = {batch_norm_op, {"epsilon", "momentum", "training_mode", "spatial", "is_test"}, {}};
     r["InstanceNormalization"] = {instance_norm_op, {"epsilon"}, {}};
+    r["GroupNormalization"] = {group_norm_op, {"epsilon", "num_groups", "stash_type"}, {}};
     r["LpNormalization"] = {lp_norm_op, {"axis", "p"}, {}};
     r["MeanVarianceNormalization"] = {mvn_op, {"axes"}, {}};
 }

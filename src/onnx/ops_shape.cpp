@@ -102,6 +102,16 @@ void split_op(NodeCtx& c) {
         sizes = c.attr_ints("split", {});
     }
     std::vector<Var> parts;
+    if (c.has_attr("num_outputs")) {  // opset 18: ceil(dim / n) per part, the last one smaller
+        const std::int64_t n = c.attr_i("num_outputs");
+        c.require(sizes.empty(), "num_outputs", "given together with split sizes");
+        c.require(n >= 1 && n == static_cast<std::int64_t>(c.num_outputs()), "num_outputs",
+                  "is " + std::to_string(n) + " but the node has " + std::to_string(c.num_outputs()) + " outputs");
+        Dim d = x.dim(axis);
+        c.require(d.is_static(), "num_outputs", "splitting the symbolic dim " + d.to_string() + " needs split sizes");
+        const std::int64_t part = (d.value() + n - 1) / n;
+        for (std::int64_t i = 0; i < n; ++i) sizes.push_back(std::max<std::int64_t>(0, std::min(part, d.value() - i * part)));
+    }
     if (sizes.empty()) {
         std::int64_t n = static_cast<std::int64_t>(c.num_outputs());
         Dim d = x.dim(axis);
@@ -280,6 +290,21 @@ void pad_op(NodeCtx& c) {
         if (c.has(2)) value = c.need_scalar(2, "constant_value");
     }
     std::size_t r = static_cast<std::size_t>(x.rank());
+    if (c.has(3)) {  // opset 18: pads for these axes only, the others unpadded
+        std::vector<std::int64_t> axes = c.need_ints(3, "axes");
+        c.require(pads.size() == 2 * axes.size(), "pads",
+                  "expected " + std::to_string(2 * axes.size()) + " values for " + std::to_string(axes.size()) + " axes");
+        std::vector<std::int64_t> full(2 * r, 0);
+        std::vector<bool> seen(r, false);
+        for (std::size_t k = 0; k < axes.size(); ++k) {
+            const auto a = static_cast<std::size_t>(norm_axis(c, axes[k], x.rank(), "axes"));
+            c.require(!seen[a], "", "axis " + std::to_string(axes[k]) + " repeats in axes");
+            seen[a] = true;
+            full[a] = pads[k];
+            full[a + r] = pads[k + axes.size()];
+        }
+        pads = full;
+    }
     c.require(pads.size() == 2 * r, "pads", "expected " + std::to_string(2 * r) + " values, got " + std::to_string(pads.size()));
     std::vector<std::int64_t> kpads(2 * r, 0);
     bool any = false;
@@ -343,11 +368,11 @@ void add_shape_ops(Registry& r) {
     r["Squeeze"] = {squeeze_op, {"axes"}, {1}};
     r["Unsqueeze"] = {unsqueeze_op, {"axes"}, {1}};
     r["Concat"] = {concat_op, {"axis"}, {}};
-    r["Split"] = {split_op, {"axis", "split"}, {1}};
+    r["Split"] = {split_op, {"axis", "num_outputs", "split"}, {1}};
     r["Slice"] = {slice_op, {"starts", "ends", "axes"}, {1, 2, 3, 4}};
     r["Expand"] = {expand_op, {}, {1}};
     r["Tile"] = {tile_op, {}, {1}};
-    r["Pad"] = {pad_op, {"mode", "pads", "value"}, {1, 2}};
+    r["Pad"] = {pad_op, {"mode", "pads", "value"}, {1, 2, 3}};
     r["DepthToSpace"] = {depth_to_space, {"blocksize", "mode"}, {}};
     r["SpaceToDepth"] = {space_to_depth, {"blocksize"}, {}};
 }

@@ -173,8 +173,8 @@ void add_tensor_ops(Registry& r) {
     r["Size"] = {size_op, {}, {}};
     r["Range"] = {range_op, {}, {0, 1, 2}};
     r["EyeLike"] = {eye_like, {"dtype", "k"}, {}};
-    r["Cast"] = {cast_op, {"to"}, {}};
-    r["CastLike"] = {cast_like, {}, {}};
+    r["Cast"] = {cast_op, {"saturate", "to"}, {}};  // saturate (19): float8 targets only
+    r["CastLike"] = {cast_like, {"saturate"}, {}};
     r["Gather"] = {gather_op, {"axis"}, {}};
     r["Dropout"] = {dropout, {"ratio", "seed", "is_test"}, {1, 2}};
     r["Hardmax"] = {hardmax, {"axis"}, {}};

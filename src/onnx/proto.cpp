@@ -43,6 +43,9 @@ std::int64_t default_opset(const pb::ModelProto& model) {
         if (o.domain().empty() || o.domain() == "ai.onnx") {
             KILN_USER_CHECK(o.version() >= 1 && o.version() < 1000,
                             "ONNX model: opset version " << o.version() << " of the default domain is not valid");
+            KILN_USER_CHECK(o.version() <= kNewestOpset,
+                            "ONNX model: opset " << o.version() << " of the default domain is newer than Kiln knows (7 to "
+                                                 << kNewestOpset << "): its ops may mean something else there");
             return o.version();
         }
     KILN_USER_ERROR("ONNX model: it imports no opset of the default domain (ai.onnx)");

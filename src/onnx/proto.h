@@ -25,6 +25,8 @@ std::string read_file(const std::string& path, const char* what);
 pb::ModelProto parse_model(std::string_view bytes);
 
 // The opset version of the default domain ("" or "ai.onnx").
+// The newest opset of the default domain whose changes the importer knows (ONNX 1.16).
+inline constexpr std::int64_t kNewestOpset = 21;
 std::int64_t default_opset(const pb::ModelProto& model);
 
 // ONNX element type (TensorProto::DataType) -> Kiln dtype; nullopt when Kiln has none.
