@@ -133,6 +133,10 @@ std::vector<RTensor> split(const RTensor& x, const std::vector<std::int64_t>& si
 std::vector<RTensor> split_sections(const RTensor& x, std::int64_t sections, std::int64_t axis);
 RTensor gather(const RTensor& x, const RTensor& indices, std::int64_t axis);
 RTensor pad(const RTensor& x, const std::vector<std::int64_t>& pads, double value);
+// x[..., start : start + length, ...] along `axis`; throws std::runtime_error when out of range.
+RTensor narrow(const RTensor& x, std::int64_t axis, std::int64_t start, std::int64_t length);
+// [start, start + step, ...] (length values), wrapped to dtype `dt` (floats: the nearest value of dt).
+RTensor arange(std::int64_t start, std::int64_t length, std::int64_t step, DType dt);
 
 // ================= test helpers (used by the doctest files) =================
 

@@ -202,6 +202,34 @@ RTensor slice(const RTensor& x, std::int64_t axis, std::int64_t start, std::int6
     return out;
 }
 
+RTensor narrow(const RTensor& x, std::int64_t axis, std::int64_t start, std::int64_t length) {
+    const std::int64_t a = norm_axis(axis, static_cast<std::int64_t>(x.shape.size()));
+    if (start < 0 || length < 0 || start + length > x.shape[a]) throw std::runtime_error("ref::narrow: out of range");
+    Shape os = x.shape;
+    os[a] = length;
+    RTensor out = full(os, 0.0);
+    for (std::int64_t f = 0; f < out.numel(); ++f) {
+        auto oi = unravel(f, os);
+        oi[a] += start;
+        out.v[f] = x.at(oi);
+    }
+    return out;
+}
+
+RTensor arange(std::int64_t start, std::int64_t length, std::int64_t step, DType dt) {
+    RTensor out = full({length}, 0.0);
+    for (std::int64_t i = 0; i < length; ++i) {
+        const std::int64_t v = start + i * step;
+        double d = static_cast<double>(v);
+        if (dt == DType::i8) d = static_cast<double>(static_cast<std::int8_t>(v));
+        if (dt == DType::u8) d = static_cast<double>(static_cast<std::uint8_t>(v));
+        if (dt == DType::i32) d = static_cast<double>(static_cast<std::int32_t>(v));
+        if (dt == DType::f32) d = static_cast<double>(static_cast<float>(v));
+        out.v[static_cast<std::size_t>(i)] = d;  // f16/bf16: check_close's tolerance covers their rounding
+    }
+    return out;
+}
+
 RTensor concat(const std::vector<RTensor>& xs, std::int64_t axis) {
     std::int64_t a = norm_axis(axis, static_cast<std::int64_t>(xs[0].shape.size()));
     Shape os = xs[0].shape;

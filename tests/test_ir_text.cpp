@@ -225,6 +225,16 @@ TEST_CASE("ir text: one node of every op, with its attributes, round-trips") {
     b.add(Op::concat, {v, v, v}, axis(0));
     b.add(Op::concat, {v}, axis(1));
     b.add(Op::gather, {v, idx}, axis(1));
+    auto narrow = [](I ax, Dim start, Dim length) {
+        return Attrs().set("axis", ax).set("start", std::vector<Dim>{start}).set("length", std::vector<Dim>{length});
+    };
+    b.add(Op::narrow, {x}, narrow(2, 1, 6));
+    b.add(Op::narrow, {v}, narrow(0, B - Dim(2), Dim(2)));  // symbolic start, and length
+    auto arange = [](Dim start, Dim length, I step, DType dt) {
+        return Attrs().set("start", std::vector<Dim>{start}).set("length", std::vector<Dim>{length}).set("step", step).set("dtype", dt);
+    };
+    b.add(Op::arange, {}, arange(-3, 5, 1, DType::i64));
+    b.add(Op::arange, {}, arange(B, B * Dim(2) - Dim(1), -2, DType::f32));
     b.add(Op::pad, {v}, Attrs().set("pads", Ints{1, 0, 2, 3}).set("value", -0.5));
     b.g.outputs = {static_cast<ValueId>(b.g.nodes.size() - 1), x, c3};
 
@@ -245,6 +255,10 @@ TEST_CASE("ir text: one node of every op, with its attributes, round-trips") {
     CHECK(contains(text, "{hi=1.0000000000000001e-05, lo=-0.25}"));
     CHECK(contains(text, "end=9223372036854775807"));
     CHECK(contains(text, "concat(%1, %1, %1) {axis=0} : f32[3*?B,8]"));
+    CHECK(contains(text, "narrow(%0) {axis=2, length=<6>, start=<1>} : f32[?B,3,6,8]"));
+    CHECK(contains(text, "narrow(%1) {axis=0, length=<2>, start=<?B-2>} : f32[2,8]"));
+    CHECK(contains(text, "arange() {dtype=i64, length=<5>, start=<-3>, step=1} : i64[5]"));
+    CHECK(contains(text, "arange() {dtype=f32, length=<2*?B-1>, start=<?B>, step=-2} : f32[2*?B-1]"));
     check_round_trip(b.g);
 }
 
@@ -409,6 +423,40 @@ TEST_CASE("ir text: well-formed text that breaks an IR invariant is rejected by 
                            "  %2 = neg(%1) : f32[?_8,2]"));
     CHECK(contains(msg, "4:3:"));
     CHECK(contains(msg, "%2 = neg: recorded type f32[?_8,2] differs from the inferred type f32[?_7,2]"));
+}
+
+TEST_CASE("ir text: narrow and arange attributes are checked by the verifier") {
+    const std::string head = "graph \"e\" {\n  %0 = input() {name=\"x\"} : f32[?n,6]\n";
+    auto with = [&](const std::string& line) { return head + line + "\n  return %0\n}\n"; };
+    // Well-formed: a symbolic start, a length that cancels against the dim.
+    std::shared_ptr<const Graph> g = parse(with("  %1 = narrow(%0) {axis=0, length=<?n-1>, start=<1>} : f32[?n-1,6]"));
+    CHECK(g->nodes[1].attrs.dims("length")[0] == dyn("n") - Dim(1));
+    std::string msg = parse_error(with("  %1 = narrow(%0) {axis=1, length=<2,3>, start=<1>} : f32[?n,2]"));
+    CHECK(contains(msg, "%1 = narrow: attribute 'length' must hold 1 values, got <2,3>"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=1, length=[2], start=<1>} : f32[?n,2]"));
+    CHECK(contains(msg, "attribute 'length' must be dims, got ints [2]"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=1, length=<4>, start=<3>} : f32[?n,4]"));
+    CHECK(contains(msg, "narrow: start 3 + length 4 exceeds dim 6 of axis 1"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=1, length=<1>, start=<-1>} : f32[?n,1]"));
+    CHECK(contains(msg, "narrow: start -1 must be >= 0"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=0, length=<?n>, start=<1>} : f32[?n,6]"));  // ?n - 1 - ?n < 0
+    CHECK(contains(msg, "narrow: start 1 + length ?n exceeds dim ?n of axis 0"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=2, length=<1>, start=<0>} : f32[?n,6]"));
+    CHECK(contains(msg, "narrow: axis 2 is out of range for rank 2"));
+    msg = parse_error(with("  %1 = narrow(%0) {axis=1, length=<2>, start=<?m>} : f32[?n,2]"));
+    CHECK(contains(msg, "%1 = narrow: attribute 'start' uses ?m, which is no dim of an earlier value"));
+    msg = parse_error(with("  %1 = arange() {dtype=i64, length=<?n>, start=<0>, step=0} : i64[?n]"));
+    CHECK(contains(msg, "arange: step must be nonzero"));
+    msg = parse_error(with("  %1 = arange() {dtype=bool, length=<?n>, start=<0>, step=1} : bool[?n]"));
+    CHECK(contains(msg, "arange: dtype must be numeric, got bool"));
+    msg = parse_error(with("  %1 = arange() {dtype=i64, length=<-1>, start=<0>, step=1} : i64[0]"));
+    CHECK(contains(msg, "arange: length -1 must be >= 0"));
+    msg = parse_error(with("  %1 = arange() {dtype=i64, length=<3>, start=<9223372036854775807>, step=1} : i64[3]"));
+    CHECK(contains(msg, "overflows int64"));
+    msg = parse_error(with("  %1 = arange() {dtype=i64, length=<?k>, start=<0>, step=1} : i64[?k]"));
+    CHECK(contains(msg, "%1 = arange: attribute 'length' uses ?k, which is no dim of an earlier value"));
+    msg = parse_error(with("  %1 = arange(%0) {dtype=i64, length=<2>, start=<0>, step=1} : i64[2]"));
+    CHECK(contains(msg, "%1 = arange: has 1 operands, expected 0"));
 }
 
 TEST_CASE("ir verifier: hand-broken graphs are rejected, naming the node and the rule") {

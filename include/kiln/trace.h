@@ -161,5 +161,16 @@ Var gather(const Var& x, const Var& indices, std::int64_t axis);
 // Constant padding: `pads` holds (before, after) for each axis from axis 0, so
 // 2 * rank values; an amount may be 0.
 Var pad(const Var& x, const std::vector<std::int64_t>& pads, double value = 0.0);
+// `length` elements of x along `axis` from `start`: out[..., i, ...] = x[..., start + i, ...].
+// start and length may be symbolic (x.dim(2) - q.dim(2), ...; their symbols must be dims of
+// values of the trace). No clamping: 0 <= start and start + length <= x.dim(axis) must hold,
+// checked at trace time where the dims allow and on every call (kiln::Error). A view.
+Var narrow(const Var& x, std::int64_t axis, const Dim& start, const Dim& length);
+
+// ---- generated values ----
+// [start, start + step, ..., start + (length - 1) * step] of `dtype` (numeric; computed in
+// int64 and converted as cast converts), e.g. position ids arange(past.dim(2), x.dim(1)).
+// start and length may be symbolic (symbols of dims of the trace's values); step != 0.
+Var arange(const Dim& start, const Dim& length, std::int64_t step = 1, DType dtype = DType::i64);
 
 }  // namespace kiln

@@ -58,7 +58,8 @@ bool may_return_view(ir::Op op) {
     case ir::Op::squeeze:
     case ir::Op::unsqueeze:
     case ir::Op::broadcast_to:
-    case ir::Op::slice: return true;
+    case ir::Op::slice:
+    case ir::Op::narrow: return true;
     default: return false;
     }
 }

@@ -11,7 +11,7 @@
 // - outputs of groups that can run compiled (a lowered kernel, an optimising tier, no
 //   zero-size buffer at these shapes); values of other groups come from the interpreter;
 // - that are not graph outputs and that no graph output can alias: the interpreter's shape
-//   ops (reshape, permute, squeeze, unsqueeze, broadcast_to, slice) may return views, so a
+//   ops (reshape, permute, squeeze, unsqueeze, broadcast_to, slice, narrow) may return views, so a
 //   value is kept out of the arena when a graph output is a view of it (through any chain
 //   of such ops), since the arena goes back to the pool when the call ends. A view that
 //   does not escape extends its base's live range to the view's last reader.

@@ -7,6 +7,32 @@
 
 
 namespace kiln::jit {
+namespace {
+
+// A copy of narrow or arange `node` whose start and length are the values of their dims in
+// this call, or null when both are static already. Shape inference then checks them on the
+// call's concrete types (narrow's bounds: 0 <= start, start + length <= the dim).
+std::unique_ptr<ir::Node> concrete_start_length(const ir::Node& node, const ir::Bindings& b, std::size_t id,
+                                                const std::string& what) {
+    std::unique_ptr<ir::Node> copy;
+    for (const char* name : {"start", "length"}) {
+        const std::vector<Dim>& dims = node.attrs.dims(name);
+        if (dims.size() != 1 || dims[0].is_static()) continue;  // the verifier made sure of one dim
+        std::optional<std::int64_t> v;
+        try {
+            v = b.eval(dims[0]);
+        } catch (const Error& e) {  // a value that overflows int64
+            KILN_USER_ERROR(what << ": %" << id << " = " << ir::op_name(node.op) << ": its " << name << ": " << e.what());
+        }
+        KILN_USER_CHECK(v.has_value(), what << ": %" << id << " = " << ir::op_name(node.op) << ": its " << name << " "
+                                            << dims[0] << " has a symbol without a value in this call");
+        if (!copy) copy = std::make_unique<ir::Node>(node);
+        copy->attrs.set(name, std::vector<Dim>{Dim(*v)});
+    }
+    return copy;
+}
+
+}  // namespace
 
 std::unique_ptr<ShapePlan> make_shape_plan(const Executable& plan, const std::vector<Shape>& input_shapes,
                                            const std::string& what) {
@@ -35,6 +61,11 @@ std::unique_ptr<ShapePlan> make_shape_plan(const Executable& plan, const std::ve
                 sp->nodes[id] = std::make_unique<ir::Node>(node);
                 sp->nodes[id]->attrs.set("shape", std::vector<Dim>(target.begin(), target.end()));
                 eff = sp->nodes[id].get();
+            } else if (node.op == ir::Op::narrow || node.op == ir::Op::arange) {
+                if (auto concrete = concrete_start_length(node, sp->bindings, id, what)) {
+                    sp->nodes[id] = std::move(concrete);
+                    eff = sp->nodes[id].get();
+                }
             }
             Shape shape;
             try {

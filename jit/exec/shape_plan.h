@@ -1,8 +1,9 @@
 #pragma once
 // What a call needs before it runs, per input-shape signature: a ShapePlan (every node's
-// concrete shape, reshape targets made concrete), so shape work happens once per signature,
-// not on every call. jit/exec/pipeline.h makes the function's executable plan;
-// jit/exec/run_plan.h runs calls; jit/exec/memory_plan.h places intermediates.
+// concrete shape; reshape and broadcast_to targets, narrow's and arange's start and length
+// made concrete), so shape work happens once per signature, not on every call.
+// jit/exec/pipeline.h makes the function's executable plan; jit/exec/run_plan.h runs calls;
+// jit/exec/memory_plan.h places intermediates.
 #include "jit/exec/memory_plan.h"
 #include "jit/exec/pipeline.h"
 #include "profiling/profile.h"
@@ -37,7 +38,8 @@ struct ShapePlan {
 };
 
 // Checks the shapes against the graph (kiln::Error naming the argument, expected and
-// actual) and infers every node's shape (kiln::Error when symbolic dims disagree, or when a
+// actual) and infers every node's shape (kiln::Error when symbolic dims disagree, when a
+// narrow reads outside its operand (start < 0 or start + length > the dim), or when a
 // value the call computes would have a byte size that overflows int64: it names the node).
 std::unique_ptr<ShapePlan> make_shape_plan(const Executable& exe, const std::vector<Shape>& input_shapes,
                                            const std::string& what);

@@ -21,6 +21,7 @@ struct Ctx {
         return s;
     }
     [[noreturn]] void fail(const std::string& rule) const {
+        if (in.empty()) KILN_USER_ERROR(op_name(op) << ": " << rule);
         KILN_USER_ERROR(op_name(op) << ": " << rule << " (operands: " << operands() << ")");
     }
     void require(bool cond, const std::string& rule) const {
@@ -407,6 +408,58 @@ TensorType infer_pad(const Ctx& c) {
     return out;
 }
 
+// The one dim of dims attribute `name` (narrow's and arange's start and length).
+const Dim& one_dim(const Ctx& c, const char* name) {
+    const auto& ds = c.attrs.dims(name);
+    c.require(ds.size() == 1, std::string(name) + " must hold exactly one dim, got " + dims_to_string(ds));
+    return ds[0];
+}
+
+// A dim that may be a size: static >= 0, or symbolic with some positive coefficient.
+bool may_be_size(const Dim& d) {
+    if (d.is_static()) return d.value() >= 0;
+    return std::any_of(d.terms().begin(), d.terms().end(), [](const Dim::Term& t) { return t.coeff > 0; });
+}
+
+TensorType infer_narrow(const Ctx& c) {
+    const TensorType& x = c.x();
+    const std::int64_t axis = c.attrs.i("axis");
+    c.require(axis >= 0 && axis < x.rank(), "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.rank()));
+    const Dim &start = one_dim(c, "start"), &length = one_dim(c, "length");
+    const Dim& n = x.dims[static_cast<std::size_t>(axis)];
+    c.require(!start.is_static() || start.value() >= 0, "start " + dstr(start) + " must be >= 0");
+    c.require(may_be_size(length), "length " + dstr(length) + " must be >= 0");
+    // Static when both are (at run time, always: jit/exec/shape_plan.cpp), or when the symbols cancel.
+    Dim room;
+    try {
+        room = n - start - length;
+    } catch (const Error&) {
+        c.fail("start " + dstr(start) + " + length " + dstr(length) + " overflows int64");
+    }
+    c.require(!room.is_static() || room.value() >= 0,
+              "start " + dstr(start) + " + length " + dstr(length) + " exceeds dim " + dstr(n) + " of axis " +
+                  std::to_string(axis));
+    TensorType out = x;
+    out.dims[static_cast<std::size_t>(axis)] = length;
+    return out;
+}
+
+TensorType infer_arange(const Ctx& c) {
+    const DType dt = c.attrs.dtype("dtype");
+    c.require(dt != DType::boolean, "dtype must be numeric, got bool");
+    const Dim &start = one_dim(c, "start"), &length = one_dim(c, "length");
+    const std::int64_t step = c.attrs.i("step");
+    c.require(step != 0, "step must be nonzero");
+    c.require(may_be_size(length), "length " + dstr(length) + " must be >= 0");
+    if (start.is_static() && length.is_static() && length.value() > 0) {  // the last value fits in int64
+        std::int64_t span = 0, last = 0;
+        c.require(support::mul_fits(length.value() - 1, step, &span) && support::add_fits(start.value(), span, &last),
+                  "start " + dstr(start) + " + (length " + dstr(length) + " - 1) * step " + std::to_string(step) +
+                      " overflows int64");
+    }
+    return {dt, {length}};
+}
+
 TensorType infer(const Ctx& c) {
     switch (op_kind(c.op)) {
     case OpKind::Source: KILN_UNREACHABLE("source ops have no inferred type");
@@ -432,6 +485,8 @@ TensorType infer(const Ctx& c) {
     case Op::concat: return infer_concat(c);
     case Op::gather: return infer_gather(c);
     case Op::pad: return infer_pad(c);
+    case Op::narrow: return infer_narrow(c);
+    case Op::arange: return infer_arange(c);
     default: KILN_UNREACHABLE("no shape rule for " << op_name(c.op));
     }
 }

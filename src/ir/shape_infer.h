@@ -1,6 +1,9 @@
 #pragma once
 // Shape and dtype inference for every op. The tracer runs it on symbolic types; the runtime
-// runs the same rules on concrete (all-static) types, so a rule is written once.
+// runs the same rules on concrete (all-static) types, so a rule is written once. It also makes
+// symbolic dims in attributes concrete first (reshape's and broadcast_to's shape, narrow's and
+// arange's start and length: jit/exec/shape_plan.cpp), so a rule on static attributes, such as
+// narrow's bounds, is also the run-time check of every call.
 // Requires: attributes in normal form (non-negative axes, see ops.def).
 // Ensures: the output type, or kiln::Error naming the op, the operand types and the rule.
 #include "src/ir/ir.h"

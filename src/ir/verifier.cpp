@@ -21,7 +21,7 @@ constexpr const char* kKindNames[] = {"int", "float", "ints", "dims", "dtype", "
 struct AttrSpec {
     std::string_view name;
     std::size_t kind;
-    int list_len = -1;  // for kInts: the exact length, or -1 for any
+    int list_len = -1;  // for kInts and kDims: the exact length, or -1 for any
 };
 
 // The attributes of each op, as ops.def documents them (sorted by name).
@@ -41,6 +41,8 @@ std::span<const AttrSpec> attr_specs(Op op) {
     static constexpr AttrSpec kAxes[] = {{"axes", kInts}};
     static constexpr AttrSpec kSlice[] = {{"axis", kInt}, {"end", kInt}, {"start", kInt}, {"step", kInt}};
     static constexpr AttrSpec kPad[] = {{"pads", kInts}, {"value", kFloat}};
+    static constexpr AttrSpec kNarrow[] = {{"axis", kInt}, {"length", kDims, 1}, {"start", kDims, 1}};
+    static constexpr AttrSpec kArange[] = {{"dtype", kDType}, {"length", kDims, 1}, {"start", kDims, 1}, {"step", kInt}};
     switch (op) {
     case Op::input: return kInput;
     case Op::gelu: return kGelu;
@@ -57,6 +59,8 @@ std::span<const AttrSpec> attr_specs(Op op) {
     case Op::squeeze: case Op::unsqueeze: return kAxes;
     case Op::slice: return kSlice;
     case Op::pad: return kPad;
+    case Op::narrow: return kNarrow;
+    case Op::arange: return kArange;
     default: return {};
     }
 }
@@ -122,7 +126,10 @@ private:
                 fail(id, "operand %" + std::to_string(in) +
                              " is not defined before the node (operands must refer to earlier nodes)");
         check_attrs(id);
+        check_attr_symbols(id);
         check_type_dims(id);
+        for (const Dim& d : n.type.dims)
+            for (const std::string& s : d.symbol_names()) known_symbols_.insert(s);
         if (n.op == Op::input) return;
         if (n.op == Op::constant) {
             check_constant(id);
@@ -140,8 +147,10 @@ private:
             if (v->index() != s.kind)
                 fail(id, "attribute '" + std::string(s.name) + "' must be " + kKindNames[s.kind] + ", got " +
                              kKindNames[v->index()] + " " + print_attr_value(*v));
-            if (s.list_len >= 0 &&
-                std::get<std::vector<std::int64_t>>(*v).size() != static_cast<std::size_t>(s.list_len))
+            const std::size_t len = s.kind == kInts   ? std::get<std::vector<std::int64_t>>(*v).size()
+                                    : s.kind == kDims ? std::get<std::vector<Dim>>(*v).size()
+                                                      : 0;
+            if (s.list_len >= 0 && len != static_cast<std::size_t>(s.list_len))
                 fail(id, "attribute '" + std::string(s.name) + "' must hold " + std::to_string(s.list_len) +
                              " values, got " + print_attr_value(*v));
         }
@@ -154,6 +163,19 @@ private:
                              (list.empty() ? "none" : list) + ")");
             }
         }
+    }
+
+    // The symbols of narrow's and arange's start and length get their values at run time only
+    // from the dims of values computed before them: each must be a dim symbol of an earlier node.
+    void check_attr_symbols(ValueId id) const {
+        const Node& n = node(id);
+        if (n.op != Op::narrow && n.op != Op::arange) return;
+        for (const char* name : {"length", "start"})
+            for (const Dim& d : n.attrs.dims(name))
+                for (const std::string& s : d.symbol_names())
+                    if (!known_symbols_.contains(s))
+                        fail(id, std::string("attribute '") + name + "' uses ?" + s +
+                                     ", which is no dim of an earlier value (its value would be unknown at run time)");
     }
 
     void check_type_dims(ValueId id) const {
@@ -236,6 +258,7 @@ private:
 
     const Graph& g_;
     SymbolGen gen_;
+    std::unordered_set<std::string> known_symbols_;  // of the types of the nodes checked so far
 };
 
 }  // namespace

@@ -8,7 +8,10 @@
 //   - every operand refers to an earlier node; operand counts are within the op's
 //     op_min_inputs / op_max_inputs;
 //   - each node has exactly the attributes its op lists in ops.def, with those value
-//     kinds (ints lists of conv2d / pool windows hold 2 values);
+//     kinds (ints lists of conv2d / pool windows hold 2 values, narrow's and arange's start
+//     and length one dim each);
+//   - the symbols of narrow's and arange's start and length are dim symbols of earlier nodes
+//     (so that a call knows their values);
 //   - `inputs` lists the `input` nodes in order; each has a string `name`, names unique;
 //   - a constant holds a defined, contiguous value whose dtype and shape equal its static
 //     type;

@@ -65,6 +65,10 @@ ExprRef Lowering::view_dim(ValueId v, std::size_t axis) {
         if (const_value(b, &bv) && const_value(e, &ev)) return index_const(ev > bv ? (ev - bv - 1) / nd.attrs.i("step") + 1 : 0);
         return select(binary(BinaryOp::gt, e, b), len, index_const(0));
     }
+    case ir::Op::narrow: {
+        if (static_cast<std::int64_t>(axis) != nd.attrs.i("axis")) return dim_of(x, axis);
+        return attr_dim(nd.attrs.dims("length")[0]);
+    }
     case ir::Op::reshape: {
         // numel(x) over the product of the other dims, when those are known directly.
         ExprRef others = index_const(1);
@@ -175,6 +179,12 @@ ExprRef Lowering::view_offset(ValueId v, Point p, ValueId* root) {
         const std::size_t axis = uz(nd.attrs.i("axis"));
         xi = d;
         xi[axis] = iadd(slice_start(x, axis, nd.attrs.i("start")), imul(d[axis], index_const(nd.attrs.i("step"))));
+        break;
+    }
+    case ir::Op::narrow: {  // start + i, in bounds: the shape plan checked start + length <= the dim
+        const std::size_t axis = uz(nd.attrs.i("axis"));
+        xi = d;
+        xi[axis] = iadd(attr_dim(nd.attrs.dims("start")[0]), d[axis]);
         break;
     }
     default: throw Unsupported{std::string(ir::op_name(nd.op)) + " is not a view"};

@@ -452,6 +452,7 @@ bool is_view_op(const ir::Node& node) {
     case ir::Op::unsqueeze:
     case ir::Op::broadcast_to: return true;
     case ir::Op::slice: return node.attrs.i("step") > 0;
+    case ir::Op::narrow: return true;
     default: return false;
     }
 }

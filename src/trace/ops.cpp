@@ -360,5 +360,34 @@ Var pad(const Var& x, const std::vector<std::int64_t>& pads, double value) {
     a.set("pads", pads).set("value", value);
     return unary(Op::pad, x, std::move(a));
 }
+namespace {
+// A start or length of narrow or arange: its symbols must be dims of traced values.
+void check_known(const Tracer& t, const Dim& d, const char* op, const char* what) {
+    for (const std::string& s : d.symbol_names())
+        KILN_USER_CHECK(t.knows_symbol(s), op << ": " << what << " " << d << " uses ?" << s
+                                              << ", which is no dim of a value of this trace (its value would be unknown "
+                                                 "at run time; use a dim of an argument, e.g. x.dim(1))");
+}
+}  // namespace
+Var narrow(const Var& x, std::int64_t axis, const Dim& start, const Dim& length) {
+    Tracer& t = tracer_for({&x}, "narrow");
+    check_known(t, start, "narrow", "start");
+    check_known(t, length, "narrow", "length");
+    Attrs a;
+    a.set("axis", norm_axis(axis, x.rank(), "narrow", x))
+        .set("start", std::vector<Dim>{start})
+        .set("length", std::vector<Dim>{length});
+    return t.add(Op::narrow, {x}, std::move(a));
+}
+
+// ---- generated values ----
+Var arange(const Dim& start, const Dim& length, std::int64_t step, DType dtype) {
+    Tracer& t = Tracer::current("arange");
+    check_known(t, start, "arange", "start");
+    check_known(t, length, "arange", "length");
+    Attrs a;
+    a.set("start", std::vector<Dim>{start}).set("length", std::vector<Dim>{length}).set("step", step).set("dtype", dtype);
+    return t.add(Op::arange, {}, std::move(a));
+}
 
 }  // namespace kiln

@@ -91,6 +91,14 @@ Var Tracer::add(ir::Op op, const std::vector<Var>& operands, ir::Attrs attrs) {
     return Var(this, static_cast<ir::ValueId>(graph_.nodes.size() - 1));
 }
 
+bool Tracer::knows_symbol(const std::string& symbol) const {
+    for (const ir::Node& n : graph_.nodes)
+        for (const Dim& d : n.type.dims)
+            for (const std::string& s : d.symbol_names())
+                if (s == symbol) return true;
+    return false;
+}
+
 const ir::TensorType& Tracer::type(const Var& v) const {
     KILN_CHECK(v.tracer() == this, "Var of another tracer");
     return graph_.nodes[static_cast<std::size_t>(v.id())].type;

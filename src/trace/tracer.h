@@ -27,6 +27,8 @@ public:
     ir::SymbolGen& symbols() { return gen_; }
     ir::Graph finish(const std::vector<Var>& outputs);
     const ir::Node& node(const Var& v) const { return graph_.nodes[static_cast<std::size_t>(v.id())]; }
+    // Is `symbol` a symbol of the dims of a value traced so far (so that a call knows it)?
+    bool knows_symbol(const std::string& symbol) const;
 
     // RAII: makes a tracer current on this thread.
     class Scope {

@@ -33,6 +33,7 @@ Tensor run_node(const ir::Node& node, const std::vector<Tensor>& inputs, const S
         case ir::Op::max_pool2d:
         case ir::Op::avg_pool2d: out = pool2d(node, inputs[0], out_shape); break;
         case ir::Op::global_avg_pool2d: out = global_avg_pool2d(inputs[0], out_shape); break;
+        case ir::Op::arange: out = arange(node, out_shape); break;  // no operands: shape_op reads the first
         default: out = shape_op(node, inputs, out_shape); break;
         }
         break;

@@ -28,6 +28,7 @@ Tensor conv2d(const ir::Node& node, const std::vector<Tensor>& in, const Shape& 
 Tensor pool2d(const ir::Node& node, const Tensor& x, const Shape& out_shape);
 Tensor global_avg_pool2d(const Tensor& x, const Shape& out_shape);
 Tensor shape_op(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape);
+Tensor arange(const ir::Node& node, const Shape& out_shape);
 
 // ---- shared helpers ----
 

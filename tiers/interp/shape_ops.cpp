@@ -1,8 +1,10 @@
 // Shape and data-movement ops.
 //
 // - reshape (to out_shape; the `shape` attribute may hold symbols), permute, squeeze,
-//   unsqueeze, broadcast_to and slice return views sharing the input's storage (reshape of
-//   a non-contiguous input copies first).
+//   unsqueeze, broadcast_to, slice and narrow return views sharing the input's storage
+//   (reshape of a non-contiguous input copies first). narrow's start and length must be
+//   concrete (the executor's per-call node copy) and within the input (else kiln::Error).
+// - arange computes start + i * step in int64 and converts each value as cast does.
 // - concat, gather and pad return new dense tensors.
 // - gather follows NumPy `take` along one axis: out = x.shape[:axis] + idx.shape +
 //   x.shape[axis+1:]; indices of any integer dtype; a negative index counts from the back;
@@ -107,7 +109,41 @@ Tensor pad(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
     return out;
 }
 
+// The value of a one-dim attribute that the executor made concrete for this call.
+I64 concrete(const ir::Node& node, const char* name) {
+    const std::vector<Dim>& d = node.attrs.dims(name);
+    KILN_CHECK(d.size() == 1 && d[0].is_static(), "interp: " << ir::op_name(node.op) << "'s " << name << " "
+                                                              << dims_to_string(d) << " was not made concrete for the call");
+    return d[0].value();
+}
+
+Tensor narrow(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
+    const I64 axis = node.attrs.i("axis"), start = concrete(node, "start"), length = concrete(node, "length");
+    KILN_CHECK(axis >= 0 && axis < x.rank(), "interp: narrow axis");
+    const I64 n = x.dim(axis);
+    // The shape plan checked this already; a kernel must never read outside its operand.
+    KILN_USER_CHECK(start >= 0 && length >= 0 && start <= n && length <= n - start,
+                    "narrow: start " << start << " + length " << length << " exceeds dim " << n << " of axis " << axis
+                                     << " (operand: " << shape_to_string(x.shape()) << ")");
+    Tensor out = x.slice(axis, start, start + length);
+    KILN_CHECK(out.shape() == out_shape, "interp: narrow output shape");
+    return out;
+}
+
 }  // namespace
+
+Tensor arange(const ir::Node& node, const Shape& out_shape) {
+    const I64 start = concrete(node, "start"), step = node.attrs.i("step");
+    KILN_CHECK(out_shape.size() == 1 && out_shape[0] == concrete(node, "length"), "interp: arange output shape");
+    Tensor out = Tensor::empty(out_shape, node.type.dtype);
+    core::dispatch(out.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* p = static_cast<T*>(out.data());
+        // Shape inference checked that start + (length - 1) * step fits in int64.
+        for (I64 i = 0; i < out_shape[0]; ++i) p[i] = core::convert<T>(start + i * step);
+    });
+    return out;
+}
 
 Tensor shape_op(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape) {
     const Tensor& x = in[0];
@@ -128,6 +164,7 @@ Tensor shape_op(const ir::Node& node, const std::vector<Tensor>& in, const Shape
     case ir::Op::broadcast_to: return x.broadcast_to(out_shape);
     case ir::Op::slice:
         return x.slice(node.attrs.i("axis"), node.attrs.i("start"), node.attrs.i("end"), node.attrs.i("step"));
+    case ir::Op::narrow: return narrow(node, x, out_shape);
     case ir::Op::concat: return concat(node, in, out_shape);
     case ir::Op::gather: return gather(node, x, in[1], out_shape);
     case ir::Op::pad: return pad(node, x, out_shape);
