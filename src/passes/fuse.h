@@ -43,8 +43,10 @@
 //   index arithmetic; the view's shape may differ from its operand's (and from the
 //   group's shape, into which it broadcasts like any operand of its consumers). A
 //   broadcast_to joins only if each symbolic dim it introduces is a dim of a node it feeds
-//   (through views of the group), so that the group's buffers hold it. Every other shape
-//   op, and a view that is a graph output or read by two groups, stays opaque;
+//   (through views of the group), so that the group's buffers hold it (a narrow's symbolic
+//   start and length need not be: kernels read symbols that no buffer holds from the call,
+//   kir::ParamSource::symbol). Every other shape op, and a view that is a graph output or
+//   read by two groups, stays opaque;
 // - opaque groups hold one node each;
 // - the result depends only on the graph (deterministic).
 // Tests: tests/test_fuse.cpp.
