@@ -7,6 +7,7 @@
 #include "src/onnx/registry.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kiln::onnx_import {
 namespace {
@@ -41,7 +42,8 @@ std::optional<SymValue> zip(const SymValue& a, const SymValue& b, DType out_dtyp
     SymValue r;
     r.scalar = a.scalar && b.scalar;
     r.dtype = out_dtype;
-    for (std::int64_t i = 0; i < std::max(na, nb); ++i) {
+    const std::int64_t n = na == 1 ? nb : na;  // NumPy broadcasting: [1] with [0] gives [0]
+    for (std::int64_t i = 0; i < n; ++i) {
         std::optional<Dim> e = f(a.elems[static_cast<std::size_t>(na == 1 ? 0 : i)],
                                  b.elems[static_cast<std::size_t>(nb == 1 ? 0 : i)]);
         if (!e) return std::nullopt;
@@ -62,6 +64,7 @@ std::optional<int> compare(const Dim& a, const Dim& b) {
 std::optional<Dim> divide(const Dim& a, const Dim& b, DType dtype) {
     if (!b.is_static() || b.value() == 0) return std::nullopt;
     if (a.is_static()) {
+        if (a.value() == std::numeric_limits<std::int64_t>::min() && b.value() == -1) return std::nullopt;  // overflows
         if (is_integer(dtype)) return Dim(a.value() / b.value());  // ONNX integer Div truncates
         if (a.value() % b.value() != 0) return std::nullopt;       // a fraction: not a dim
         return Dim(a.value() / b.value());
@@ -145,8 +148,9 @@ std::optional<SymValue> fold(const NodeCtx& c) {
         };
         SymValue r;
         r.dtype = x->dtype;
-        if (step > 0) {
-            for (std::int64_t i = clampi(starts->elems[0].value(), 0, n), e = clampi(ends->elems[0].value(), 0, n); i < e; i += step)
+        if (step > 0) {  // i += step stops at e: a huge step must not overflow i
+            for (std::int64_t i = clampi(starts->elems[0].value(), 0, n), e = clampi(ends->elems[0].value(), 0, n); i < e;
+                 i = step < e - i ? i + step : e)
                 r.elems.push_back(x->elems[static_cast<std::size_t>(i)]);
         } else {
             for (std::int64_t i = clampi(starts->elems[0].value(), -1, n - 1), e = clampi(ends->elems[0].value(), -1, n - 1); i > e;
@@ -236,11 +240,23 @@ std::optional<SymValue> fold(const NodeCtx& c) {
     return std::nullopt;
 }
 
+// Sizes of exported models are short polynomials of low degree (?past+?seq, 12*?b*?s). A
+// model that multiplies sizes over and over (s = s * s, forty times) would build dims of
+// exponential size: past these bounds a value is left to run time, like an inexact division.
+constexpr std::size_t kMaxTerms = 16, kMaxDegree = 8;
+
+bool carried(const Dim& d) {
+    if (d.terms().size() > kMaxTerms) return false;
+    for (const Dim::Term& t : d.terms())
+        if (t.symbols.size() > kMaxDegree) return false;
+    return true;
+}
+
 }  // namespace
 
 bool fold_symbolic(NodeCtx& c) {
     std::optional<SymValue> r = fold(c);
-    if (!r) return false;
+    if (!r || !std::all_of(r->elems.begin(), r->elems.end(), carried)) return false;
     c.set_out(0, *r);
     return true;
 }

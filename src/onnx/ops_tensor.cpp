@@ -77,7 +77,12 @@ void symbolic_range(NodeCtx& c) {
     std::optional<SymValue> s = c.known(0), l = c.known(1), d = c.known(2);
     for (int i = 0; i < 3; ++i) {
         const std::optional<SymValue>& v = i == 0 ? s : i == 1 ? l : d;
-        if (!v) c.need_constant(static_cast<std::size_t>(i), i == 0 ? "start" : i == 1 ? "limit" : "delta");
+        const char* what = i == 0 ? "start" : i == 1 ? "limit" : "delta";
+        if (!v) {  // computed from data, or a constant that is not a whole number
+            const Tensor t = c.need_constant(static_cast<std::size_t>(i), what);
+            c.fail("", std::string(what) + " (" + std::string(dtype_name(t.dtype())) + shape_to_string(t.shape()) +
+                           ") must be a scalar with an integral value when a bound is a size known only at run time");
+        }
         c.require(v->elems.size() == 1, "", "start, limit and delta must be scalars");
     }
     c.require(d->is_static() && d->elems[0].value() != 0, "", "delta must be a nonzero constant, got " + d->to_string());
