@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "error_of.h"
 #include "reference.h"
 
 #if defined(KILN_HAVE_ONNX)
@@ -19,14 +20,7 @@ namespace ot = onnx_test;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using kiln::test::error_of;
 
 std::vector<Tensor> run(const ot::pb::ModelProto& m, const std::vector<Tensor>& in) {
     return Engine(ref::interp_options()).load(load_onnx_from_memory(ot::bytes(m)))(in);

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "error_of.h"
 #include "skip.h"
 
 #if defined(KILN_HAVE_ONNX)
@@ -29,15 +30,7 @@ Options interp() {
     return o;
 }
 
-// The message of the kiln::Error that `f` throws ("" when it throws none).
-template <class F> std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using kiln::test::error_of;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -10,6 +10,7 @@
 #include "differential.h"
 #include "have_tier.h"
 #include "jit/exec/pipeline.h"
+#include "error_of.h"
 #include "reference.h"
 #include "reference_kir.h"
 #include "src/ir/ir.h"
@@ -37,16 +38,7 @@ using Want = std::function<std::vector<RTensor>(const std::vector<Tensor>&)>;
 
 Tensor input(const Shape& s, std::uint64_t seed, DType dt) { return ref::random_input(s, seed, dt, -50, 50); }
 
-// The message of the kiln::Error that `f` throws ("" and a failed check if none).
-template <class F> std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const kiln::Error& e) {
-        return e.what();
-    }
-    FAIL_CHECK("expected a kiln::Error");
-    return "";
-}
+using kiln::test::error_of;
 
 // The plan's groups that hold a node of `op`.
 std::vector<std::string> groups_with(const kiln::Graph& g, kiln::ir::Op op) {
