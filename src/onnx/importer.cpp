@@ -140,8 +140,13 @@ private:
         std::vector<std::optional<SymValue>> sym_outs;
         try {
             bool fold = all_constant && !node.input().empty() && in_elements <= kMaxFoldElements;
+            std::vector<bool> sized;
+            for (const auto& name : node.input()) sized.push_back(from_sizes_.count(name) > 0);
+            bool computed_from_sizes = false;
             if (fold) outs = folded(node, label, inputs);
-            else std::tie(outs, sym_outs) = run(node, label, inputs, std::move(syms), any_sym);
+            else std::tie(outs, sym_outs, computed_from_sizes) = run(node, label, inputs, std::move(syms), any_sym, sized);
+            if (computed_from_sizes)
+                for (int i = 0; i < node.output_size(); ++i) from_sizes_.insert(node.output(i));
         } catch (const Error& e) {
             std::string msg = e.what();
             if (msg.rfind(label, 0) == 0) throw;
@@ -163,12 +168,16 @@ private:
 
     // Converts the node: shape arithmetic on shape values is folded (ops_symbolic.cpp);
     // everything else goes to the op's converter.
-    std::pair<std::vector<Var>, std::vector<std::optional<SymValue>>> run(
+    // Also says whether the outputs are computed at run time from sizes (a shape value was
+    // materialised, or an input was).
+    std::tuple<std::vector<Var>, std::vector<std::optional<SymValue>>, bool> run(
         const pb::NodeProto& node, const std::string& label, std::vector<Var> inputs,
-        std::vector<std::optional<SymValue>> syms = {}, bool any_sym = false) {
+        std::vector<std::optional<SymValue>> syms = {}, bool any_sym = false, std::vector<bool> from_sizes = {}) {
+        const bool sized_input = std::find(from_sizes.begin(), from_sizes.end(), true) != from_sizes.end();
         NodeCtx ctx(node, label, opset_, std::move(inputs), std::move(syms));
+        ctx.set_from_sizes(std::move(from_sizes));
         if (!(any_sym && fold_symbolic(ctx))) registry().at(node.op_type()).convert(ctx);
-        return {ctx.outputs(), ctx.sym_outputs()};
+        return {ctx.outputs(), ctx.sym_outputs(), sized_input || ctx.materialised()};
     }
 
     // Runs the node on its constant inputs now, in a trace of its own on the interpreter,
@@ -180,7 +189,7 @@ private:
         Graph g = trace("fold", {}, [&](const std::vector<Var>&) {
             std::vector<Var> inner;
             for (const auto& v : values) inner.push_back(v ? Var(*v) : Var());
-            std::vector<Var> outs = run(node, label, inner).first;
+            std::vector<Var> outs = std::get<0>(run(node, label, inner));
             std::vector<Var> result;
             for (const Var& o : outs) {
                 produced.push_back(o.defined());
@@ -234,6 +243,7 @@ private:
     std::map<std::string, const pb::TensorProto*> initializers_;
     std::map<std::string, Var> values_;
     std::map<std::string, SymValue> sym_values_;  // shape values (sym_value.h), by name
+    std::set<std::string> from_sizes_;            // values computed at run time from sizes
 };
 
 }  // namespace

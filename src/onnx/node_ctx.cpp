@@ -34,7 +34,10 @@ void NodeCtx::fail(std::string_view attr, const std::string& msg) const {
 
 const Var& NodeCtx::in(std::size_t i) const {
     if (!has(i)) fail("", "input " + std::to_string(i) + " is required");
-    if (!inputs_[i].defined()) inputs_[i] = materialize(*sym(i));
+    if (!inputs_[i].defined()) {
+        inputs_[i] = materialize(*sym(i));
+        materialised_ = true;
+    }
     return inputs_[i];
 }
 
@@ -77,6 +80,10 @@ Tensor NodeCtx::need_constant(std::size_t i, const char* what) const {
     std::optional<Tensor> t = constant(i);
     if (!t) {
         std::string name = node_.input(static_cast<int>(i));
+        if (i < from_sizes_.size() && from_sizes_[i])
+            fail("", std::string("input ") + std::to_string(i) + " ('" + name + "', " + what +
+                         ") is computed at run time from sizes known only then (shape arithmetic Kiln does not "
+                         "fold exactly); this op needs it while loading: give the symbolic dims fixed sizes");
         fail("", std::string("input ") + std::to_string(i) + " ('" + name + "', " + what +
                      ") must be known when the model is loaded: an initializer, a Constant, a value computed "
                      "from them, or a graph input given in OnnxOptions::input_values");

@@ -54,6 +54,11 @@ public:
     std::optional<SymValue> known(std::size_t i) const;
     // Input i's elements as dims (symbolic sizes allowed); throws when computed from data.
     std::vector<Dim> need_dims(std::size_t i, const char* what) const;
+    // Inputs computed at run time from sizes (a shape value that could not be folded, and
+    // what was computed from it): a load-time need of one says so instead of suggesting
+    // OnnxOptions::input_values. materialised(): this node turned a shape value into data.
+    void set_from_sizes(std::vector<bool> from_sizes) { from_sizes_ = std::move(from_sizes); }
+    bool materialised() const { return materialised_; }
 
     // ---- attributes (each checks the attribute's type) ----
     bool has_attr(std::string_view name) const { return find(name) != nullptr; }
@@ -83,6 +88,8 @@ private:
     std::int64_t opset_;
     mutable std::vector<Var> inputs_;  // shape values materialised on first use
     std::vector<std::optional<SymValue>> syms_;
+    std::vector<bool> from_sizes_;
+    mutable bool materialised_ = false;
     std::vector<Var> outputs_;
     std::vector<std::optional<SymValue>> sym_outputs_;
 };
