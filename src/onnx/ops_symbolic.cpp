@@ -88,12 +88,8 @@ std::optional<SymValue> binary(const std::string& op, const SymValue& a, const S
     }
     if (op == "Equal")
         return zip(a, b, DType::boolean, [](const Dim& x, const Dim& y) -> std::optional<Dim> {
-            if (x == y) return Dim(1);
+            // compare() also decides ?n == -1 (false: ?n + 1 > 0), how exports test for -1 in a shape.
             if (auto s = compare(x, y)) return Dim(*s == 0 ? 1 : 0);
-            // A size is never negative: ?n == -1 is false (how exports test for -1 in a shape).
-            if ((x.surely_nonnegative() && y.is_static() && y.value() < 0) ||
-                (y.surely_nonnegative() && x.is_static() && x.value() < 0))
-                return Dim(0);
             return std::nullopt;
         });
     return std::nullopt;
