@@ -34,6 +34,12 @@ std::string header_field(const std::string& header, const std::string& key, cons
 
 }  // namespace
 
+// .npy dtype codes (little-endian hosts only, as Kiln is).
+const std::pair<const char*, kiln::DType> kNpyTypes[] = {
+    {"'<f4'", kiln::DType::f32}, {"'<f8'", kiln::DType::f64}, {"'<f2'", kiln::DType::f16},
+    {"'|i1'", kiln::DType::i8},  {"'|u1'", kiln::DType::u8},  {"'<i4'", kiln::DType::i32},
+    {"'<i8'", kiln::DType::i64}, {"'|b1'", kiln::DType::boolean}};
+
 kiln::Tensor read_npy(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("read_npy: cannot open '" + path + "'");
@@ -59,12 +65,8 @@ kiln::Tensor read_npy(const std::string& path) {
     std::string descr = header_field(header, "descr", path);
     if (header_field(header, "fortran_order", path) != "False") fail("read_npy: '" + path + "': Fortran order is not supported");
     kiln::Shape shape = parse_shape(header_field(header, "shape", path));
-    static const std::pair<const char*, kiln::DType> kTypes[] = {
-        {"'<f4'", kiln::DType::f32}, {"'<f8'", kiln::DType::f64}, {"'<f2'", kiln::DType::f16},
-        {"'|i1'", kiln::DType::i8},  {"'|u1'", kiln::DType::u8},  {"'<i4'", kiln::DType::i32},
-        {"'<i8'", kiln::DType::i64}, {"'|b1'", kiln::DType::boolean}};
     const kiln::DType* dtype = nullptr;
-    for (const auto& t : kTypes)
+    for (const auto& t : kNpyTypes)
         if (descr == t.first) dtype = &t.second;
     if (dtype == nullptr) fail("read_npy: '" + path + "': dtype " + descr + " is not supported");
     kiln::Tensor t = kiln::Tensor::zeros(shape, *dtype);
@@ -74,6 +76,30 @@ kiln::Tensor read_npy(const std::string& path) {
              std::to_string(n));
     if (n > 0) std::memcpy(t.data(), bytes.data() + offset + header_len, n);
     return t;
+}
+
+void write_npy(const std::string& path, const kiln::Tensor& t) {
+    const char* descr = nullptr;
+    for (const auto& [code, dt] : kNpyTypes)
+        if (dt == t.dtype()) descr = code;
+    if (descr == nullptr) fail("write_npy: '" + path + "': dtype " + std::string(kiln::dtype_name(t.dtype())) + " has no .npy code here");
+    std::string shape = "(";
+    for (std::int64_t d : t.shape()) shape += std::to_string(d) + ",";
+    if (t.shape().size() > 1) shape.pop_back();
+    shape += ")";
+    std::string header = std::string("{'descr': ") + descr + ", 'fortran_order': False, 'shape': " + shape + ", }";
+    // Magic (6) + version (2) + length (2) + header, padded with spaces to a multiple of 64, ending in '\n'.
+    header.append(63 - (10 + header.size()) % 64, ' ');
+    header += '\n';
+    kiln::Tensor c = t.contiguous();
+    std::ofstream out(path, std::ios::binary);
+    if (!out) fail("write_npy: cannot create '" + path + "'");
+    const auto len = static_cast<std::uint16_t>(header.size());
+    const char prefix[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    out.write(prefix, sizeof prefix);
+    out << header;
+    out.write(static_cast<const char*>(c.data()), static_cast<std::streamsize>(static_cast<std::size_t>(c.numel()) * kiln::dtype_size(c.dtype())));
+    if (!out) fail("write_npy: writing '" + path + "' failed");
 }
 
 kiln::Shape parse_shape(const std::string& text) {

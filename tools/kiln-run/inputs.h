@@ -12,6 +12,10 @@ namespace kiln_run {
 // Throws kiln::Error for anything else.
 kiln::Tensor read_npy(const std::string& path);
 
+// Writes a tensor as a .npy file (format version 1, C order, the dtypes read_npy reads).
+// Throws kiln::Error when the file cannot be written or the dtype has no .npy code here.
+void write_npy(const std::string& path, const kiln::Tensor& t);
+
 // "2x3x224", "2,3,224" or "[2,3,224]" -> {2, 3, 224}; "" or "scalar" -> {}. Throws kiln::Error.
 kiln::Shape parse_shape(const std::string& text);
 

@@ -32,6 +32,10 @@ options:
   --json           also print one JSON line with the figures (for scripts)
   --per-call       print each call's latency, its tier and the groups with compiled code after
                    it, and the first call after which every lowerable group had compiled code
+  --groups         print each group's kind, tier, calls and time per call on its best tier,
+                   slowest first (where the time goes)
+  --save-outputs DIR
+                   write the outputs of the last call as DIR/NAME.npy
   --warmup         call Function::warmup() first: load (or compile) the tier-2 versions an
                    earlier run recorded in KILN_CACHE_DIR
   --interp         interpreter only (same as KILN_JIT=0)
@@ -46,7 +50,8 @@ struct Args {
     std::map<std::string, std::int64_t> dims;
     std::uint64_t seed = 1;
     long repeat = 1;
-    bool stats = false, json = false, interp = false, graph = false, per_call = false, warmup = false;
+    std::string save_outputs;
+    bool stats = false, json = false, interp = false, graph = false, per_call = false, warmup = false, groups = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -91,6 +96,10 @@ Args parse(int argc, char** argv) {
             a.json = true;
         } else if (s == "--per-call") {
             a.per_call = true;
+        } else if (s == "--groups") {
+            a.groups = true;
+        } else if (s == "--save-outputs") {
+            a.save_outputs = value();
         } else if (s == "--warmup") {
             a.warmup = true;
         } else if (s == "--interp") {
@@ -113,6 +122,26 @@ double percentile(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
     auto i = static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size() - 1), std::floor(p * static_cast<double>(v.size() - 1) + 0.5)));
     return v[i];
+}
+
+// --groups: each group's time per call on the best tier it ran on, slowest first.
+void print_groups(const kiln::FunctionStats& s) {
+    std::vector<const kiln::GroupStats*> gs;
+    for (const auto& g : s.groups) gs.push_back(&g);
+    auto us = [](const kiln::GroupStats& g) {
+        for (std::size_t t = kiln::kNumTiers; t-- > 0;)
+            if (g.us_per_call_by_tier[t] > 0) return std::pair<double, int>{g.us_per_call_by_tier[t], static_cast<int>(t)};
+        return std::pair<double, int>{g.calls ? g.total_ms * 1e3 / static_cast<double>(g.calls) : 0.0, 0};
+    };
+    std::stable_sort(gs.begin(), gs.end(), [&](auto* x, auto* y) { return us(*x).first > us(*y).first; });
+    double total = 0;
+    for (const auto* g : gs) total += us(*g).first;
+    std::printf("%-40s %-14s %4s %8s %10s %6s  %s\n", "group", "kind", "tier", "calls", "us/call", "share", "note");
+    for (const auto* g : gs) {
+        auto [t_us, tier] = us(*g);
+        std::printf("%-40s %-14s %4d %8llu %10.1f %5.1f%%  %s\n", g->name.c_str(), g->kind.c_str(), tier,
+                    static_cast<unsigned long long>(g->calls), t_us, total > 0 ? 100.0 * t_us / total : 0.0, g->note.c_str());
+    }
 }
 
 int run(const Args& a) {
@@ -200,7 +229,7 @@ int run(const Args& a) {
         out = f(args);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
         elapsed_ms += ms.back();
-        if (!a.per_call) continue;
+        if (!a.per_call && !a.json) continue;
         const kiln::FunctionStats s = f.stats();
         int lowerable = 0, compiled = 0, tier2 = 0, tier = 0;
         for (const auto& gs : s.groups) {
@@ -214,7 +243,8 @@ int run(const Args& a) {
         tiers_before = s.calls_by_tier;
         if (!all_compiled_at && compiled == lowerable) all_compiled_at = i + 1, all_compiled_ms = elapsed_ms;
         if (!all_tier2_at && tier2 == lowerable) all_tier2_at = i + 1, all_tier2_ms = elapsed_ms;
-        std::printf("call %3ld: %9.3f ms, tier %d; lowerable groups with compiled code %d/%d (tier 2: %d), compiles %llu\n",
+        if (a.per_call)
+            std::printf("call %3ld: %9.3f ms, tier %d; lowerable groups with compiled code %d/%d (tier 2: %d), compiles %llu\n",
                     i + 1, ms.back(), tier, compiled, lowerable, tier2, static_cast<unsigned long long>(s.compiles));
     }
     if (a.per_call) {
@@ -234,6 +264,7 @@ int run(const Args& a) {
             abs_sum += std::fabs(x);
         }
         std::string name = i < info.outputs.size() ? info.outputs[i].name : std::to_string(i);
+        if (!a.save_outputs.empty()) kiln_run::write_npy(a.save_outputs + "/" + name + ".npy", out[i]);
         std::printf("output '%s': %s%s sum=%.9g abs_sum=%.9g\n", name.c_str(), std::string(kiln::dtype_name(out[i].dtype())).c_str(),
                     kiln::shape_to_string(out[i].shape()).c_str(), sum, abs_sum);
     }
@@ -252,11 +283,20 @@ int run(const Args& a) {
                     *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.99),
                     ms.size());
     }
+    if (a.groups) print_groups(s);
     if (a.json) {
+        // Steady state: the calls after the first one that found every lowerable group compiled
+        // (the last half of the calls when that never happened).
+        const std::size_t from = all_compiled_at ? static_cast<std::size_t>(all_compiled_at) : ms.size() / 2;
+        std::vector<double> steady(ms.begin() + static_cast<std::ptrdiff_t>(std::min(from, ms.size() - 1)), ms.end());
         std::printf("{\"calls\":%zu,\"first_ms\":%.6f,\"min_ms\":%.6f,\"p50_ms\":%.6f,\"p90_ms\":%.6f,\"p99_ms\":%.6f,"
-                    "\"compiles\":%llu,\"compile_ms\":%.3f,\"calls_tier2\":%llu}\n",
+                    "\"steady_calls\":%zu,\"steady_p50_ms\":%.6f,\"steady_p90_ms\":%.6f,"
+                    "\"all_compiled_call\":%ld,\"all_compiled_ms\":%.3f,\"load_ms\":%.3f,"
+                    "\"compiles\":%llu,\"compile_failures\":%llu,\"compile_ms\":%.3f,\"calls_tier2\":%llu}\n",
                     ms.size(), ms.front(), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9),
-                    percentile(ms, 0.99), static_cast<unsigned long long>(s.compiles), s.compile_ms,
+                    percentile(ms, 0.99), steady.size(), percentile(steady, 0.5), percentile(steady, 0.9), all_compiled_at,
+                    all_compiled_ms, load_ms, static_cast<unsigned long long>(s.compiles),
+                    static_cast<unsigned long long>(s.compile_failures), s.compile_ms,
                     static_cast<unsigned long long>(s.calls_by_tier[2]));
     }
     return 0;
