@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
+#include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -167,53 +169,79 @@ TEST_CASE("cpu gemm: a NaN in row i of A (column j of B) makes row i (column j) 
     }
 }
 
-TEST_CASE("cpu gemm: depthwise row kernels (strides 1 and 2, any and 3x3) against double loops, reading only their taps") {
+// depthwise_plane for one geometry against double loops: every output pixel of [p0, p1),
+// the plane read through an exact-size buffer (a read outside it is a heap overflow under
+// AddressSanitizer), nothing written outside [0, p1 - p0).
+template <class T>
+void check_depthwise(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 p0, I64 p1, std::uint64_t seed) {
+    const std::vector<T> x = random_values<T>(static_cast<std::size_t>(g.h * g.w), seed);
+    const std::vector<T> w = random_values<T>(static_cast<std::size_t>(g.kh * g.kw), seed + 1);
+    const T init = T(0.25);
+    std::vector<T> out(static_cast<std::size_t>(p1 - p0 + 8), T(-7));
+    std::vector<T> scratch(static_cast<std::size_t>(kiln::cpu::depthwise_scratch_elems(g)));
+    kiln::cpu::depthwise_plane<T>(isa, g, x.data(), w.data(), init, out.data(), p0, p1, scratch.data());
+    const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+    for (I64 p = p0; p < p1; ++p) {
+        const I64 y = p / g.ow, xo = p % g.ow;
+        REQUIRE(y < oh);
+        double want = init, mag = std::fabs(double(init));
+        for (I64 i = 0; i < g.kh; ++i)
+            for (I64 j = 0; j < g.kw; ++j) {
+                const I64 iy = y * g.sh - g.ph + i * g.dh, ix = xo * g.sw - g.pw + j * g.dw;
+                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                const double t = double(w[static_cast<std::size_t>(i * g.kw + j)]) * double(x[static_cast<std::size_t>(iy * g.w + ix)]);
+                want += t;
+                mag += std::fabs(t);
+            }
+        CAPTURE(p);
+        CHECK(std::fabs(double(out[static_cast<std::size_t>(p - p0)]) - want) <= tol * (1 + mag));
+    }
+    for (std::size_t i = static_cast<std::size_t>(p1 - p0); i < out.size(); ++i) CHECK(out[i] == T(-7));
+}
+
+TEST_CASE("cpu gemm: the depthwise plane kernel against double loops (strides 1-3, pads, dilations, filters up to 17 rows, pixel runs)") {
+    std::mt19937_64 rng(77);
+    auto pick = [&](I64 lo, I64 hi) { return lo + static_cast<I64>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
-        const auto& kr = kiln::cpu::simd_kernels<float>(isa);
-        std::uint64_t seed = 500;
-        for (I64 stride : {1, 2})
-            for (I64 n : {1, 2, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40})
-                for (I64 kw : {1, 3, 5})
-                    for (I64 dil : {1, 2})
-                        for (I64 rows : {1, 3}) {
-                            CAPTURE(stride);
-                            CAPTURE(n);
-                            CAPTURE(kw);
-                            CAPTURE(dil);
-                            CAPTURE(rows);
-                            // Each input row has exactly the elements the kernel may read (the
-                            // taps, and one more with stride 2), so that a read past them is a
-                            // heap overflow under AddressSanitizer.
-                            const std::size_t len = static_cast<std::size_t>((n - 1) * stride + (kw - 1) * dil + stride);
-                            std::vector<std::vector<float>> in;
-                            std::vector<std::vector<float>> w;
-                            std::vector<const float*> in_p, w_p;
-                            for (I64 r = 0; r < rows; ++r) {
-                                in.push_back(random_values<float>(len, ++seed));
-                                w.push_back(random_values<float>(static_cast<std::size_t>(kw), ++seed));
-                            }
-                            for (I64 r = 0; r < rows; ++r) {
-                                in_p.push_back(in[static_cast<std::size_t>(r)].data());
-                                w_p.push_back(w[static_cast<std::size_t>(r)].data());
-                            }
-                            std::vector<float> out = random_values<float>(static_cast<std::size_t>(n), ++seed);
-                            const std::vector<float> out0 = out;
-                            // The 3 x 3 kernel where it applies, the general one otherwise.
-                            const bool k3 = rows == 3 && kw == 3;
-                            (k3 ? kr.dw_row_3x3 : kr.dw_row)[stride](n, rows, in_p.data(), w_p.data(), kw, dil, out.data());
-                            for (I64 x = 0; x < n; ++x) {
-                                double want = out0[static_cast<std::size_t>(x)], mag = std::fabs(want);
-                                for (I64 r = 0; r < rows; ++r)
-                                    for (I64 j = 0; j < kw; ++j) {
-                                        const double p = double(w_p[static_cast<std::size_t>(r)][j]) *
-                                                         double(in_p[static_cast<std::size_t>(r)][x * stride + j * dil]);
-                                        want += p;
-                                        mag += std::fabs(p);
-                                    }
-                                CHECK(std::fabs(double(out[static_cast<std::size_t>(x)]) - want) <= 1e-6 * (1 + mag));
-                            }
-                        }
+        std::uint64_t seed = 900;
+        // The shapes of real networks (mobilenet's 3x3 at 112..7, stride 1 and 2; efficientnet's 5x5),
+        // then random geometries.
+        struct Case { I64 hw, k, s, p, d; };
+        std::vector<Case> cases = {{112, 3, 1, 1, 1}, {112, 3, 2, 1, 1}, {56, 3, 2, 1, 1}, {28, 5, 1, 2, 1}, {14, 3, 1, 1, 1},
+                                   {14, 5, 2, 2, 1}, {7, 3, 1, 1, 1},   {7, 5, 1, 2, 1},  {9, 3, 1, 0, 1},  {33, 3, 1, 2, 2}};
+        for (int r = 0; r < 60; ++r) cases.push_back({pick(1, 40), pick(1, 7), pick(1, 3), pick(0, 3), pick(1, 3)});
+        for (const Case& c : cases)
+            for (int tall = 0; tall < 2; ++tall) {
+                kiln::cpu::Im2colShape g;
+                g.c = 1;
+                g.h = tall ? c.hw + 17 : c.hw;
+                g.w = c.hw + (tall ? 3 : 0);
+                g.kh = tall ? 17 : c.k;  // more filter rows than the kernel takes in one call
+                g.kw = c.k;
+                g.sh = g.sw = c.s;
+                if (tall) g.sw = 1;  // unequal strides: row by row
+                g.ph = g.pw = c.p;
+                g.dh = g.dw = c.d;
+                const I64 oh = (g.h + 2 * g.ph - (g.kh - 1) * g.dh - 1) / g.sh + 1;
+                g.ow = (g.w + 2 * g.pw - (g.kw - 1) * g.dw - 1) / g.sw + 1;
+                if (oh <= 0 || g.ow <= 0 || g.h + 2 * g.ph < (g.kh - 1) * g.dh + 1 || g.w + 2 * g.pw < (g.kw - 1) * g.dw + 1)
+                    continue;
+                CAPTURE(g.h);
+                CAPTURE(g.w);
+                CAPTURE(g.kh);
+                CAPTURE(g.kw);
+                CAPTURE(g.sh);
+                CAPTURE(g.sw);
+                CAPTURE(g.ph);
+                CAPTURE(g.dh);
+                const I64 npix = oh * g.ow;
+                check_depthwise<float>(isa, g, oh, 0, npix, ++seed);
+                check_depthwise<double>(isa, g, oh, 0, npix, ++seed);
+                // A run of pixels starting and ending inside rows (tiers 1 and 2 split planes so).
+                const I64 p0 = pick(0, npix - 1), p1 = pick(p0 + 1, npix);
+                check_depthwise<float>(isa, g, oh, p0, p1, ++seed);
+            }
     }
 }
 

@@ -40,6 +40,14 @@ template <class E> struct Portable {
         for (int i = 0; i < W; ++i) v[i] = p[2 * i];
         return v;
     }
+    static V load_n(const T* p, std::int64_t n) {  // p[0 .. n), zeros after (0 <= n <= W)
+        V v{};
+        for (std::int64_t i = 0; i < n; ++i) v[i] = p[i];
+        return v;
+    }
+    static void store_n(T* p, V v, std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) p[i] = v[i];
+    }
 };
 
 // Tiles of 4 x 8 floats and 4 x 4 doubles: 8 vector accumulators of the 16 SSE registers.

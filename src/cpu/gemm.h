@@ -1,6 +1,6 @@
 #pragma once
 // The host's compute kernels that the interpreter's matmul and conv2d (tier 0) and tier 1's
-// matmul and conv kernels share: the GEMM, the depthwise row kernel of conv2d, and the
+// matmul and conv kernels share: the GEMM, the depthwise plane kernel of conv2d (depthwise.h), and the
 // choice of instruction set for them. Compiled ahead of time with the library (no JIT).
 //
 // The library is compiled for generic x86-64, so the vector kernels are compiled per
@@ -16,6 +16,8 @@
 // an MR x NR register tile of C accumulates a panel of A times a panel of B. When A has at
 // most 4 rows a panel of B would be used once: B is then streamed row by row, unpacked,
 // against those rows (a batch-1 dense layer is such a product).
+#include "src/cpu/im2col.h"
+
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -52,14 +54,20 @@ using RowsFn = void (*)(std::int64_t n, std::int64_t kc, const T* a, std::int64_
                         T* c, std::int64_t ldc);
 inline constexpr int kMaxStreamRows = 4;
 
-// out[x] += sum_{r < rows, j < kw} w[r][j] * in[r][x * stride + j * dil] for x < n: one
-// output row of a depthwise convolution over the filter rows that fall inside the input
-// (the stride is the function's own, 1 or 2). Reads nothing outside
-// in[r][0 .. (n - 1) * stride + (kw - 1) * dil + stride - 1] (stride 2 reads one element
-// past the last tap).
+// How a depthwise convolution of geometry g runs through its bands (depthwise.h,
+// depthwise_plan): the padded row pitch, the input rows one output row needs, output rows
+// per band, whether a band is one flat row, the zeros read past a band, and the scratch:
+// the band (band_elems, slack included), then the flat output (scratch_elems in all).
+struct DwPlan {
+    std::int64_t wp = 0, ext = 0, rows = 0;
+    bool flat = false;
+    std::int64_t slack = 0, band_elems = 0, scratch_elems = 0;
+};
+
+// depthwise.h's depthwise_plane for one instruction set (plan: depthwise_plan(g)).
 template <class T>
-using DwRowFn = void (*)(std::int64_t n, std::int64_t rows, const T* const* in, const T* const* w, std::int64_t kw,
-                         std::int64_t dil, T* out);
+using DwPlaneFn = void (*)(const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
+                           std::int64_t p0, std::int64_t p1, T* scratch);
 
 template <class T> struct SimdKernels {
     CpuIsa isa;
@@ -67,8 +75,7 @@ template <class T> struct SimdKernels {
     std::int64_t kc, mc, nc;           // cache blocks: depth, rows of A, columns of B
     TileFn<T> tile[kMaxTileRows + 1];  // tile[r]: the first r rows of the tile (1 <= r <= mr)
     RowsFn<T> rows[kMaxStreamRows + 1];  // rows[r]: r rows of A (1 <= r <= 4) against all of B
-    DwRowFn<T> dw_row[3];              // dw_row[s]: stride s (1 or 2); [0] is unused
-    DwRowFn<T> dw_row_3x3[3];          // the same for rows == kw == 3 (weights kept in registers)
+    DwPlaneFn<T> dw_plane;             // a depthwise output plane (depthwise.h)
 };
 
 // The kernels of one instruction set (cap_cpu_isa(isa) is applied), for float and double.

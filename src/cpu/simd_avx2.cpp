@@ -42,6 +42,11 @@ struct Avx2F32 {
         const V even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // l0 l2 h0 h2 | l4 l6 h4 h6
         return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
     }
+    static __m256i first(std::int64_t n) {  // lanes i < n set (0 <= n <= W)
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+    static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
 };
 
 struct Avx2F64 {
@@ -59,6 +64,11 @@ struct Avx2F64 {
         // unpacklo: l0 h0 l2 h2; the permutation puts it in order: l0 l2 h0 h2.
         return _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
     }
+    static __m256i first(std::int64_t n) {  // lanes i < n set (0 <= n <= W)
+        return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+    }
+    static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_pd(p, first(n)); }
+    static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ struct Avx512F32 {
         const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
         return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
     }
+    static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= W
+    static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
+    static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
 };
 
 struct Avx512F64 {
@@ -56,6 +59,9 @@ struct Avx512F64 {
         const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
         return _mm512_permutex2var_pd(_mm512_loadu_pd(p), even, _mm512_loadu_pd(p + 8));
     }
+    static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }  // 0 <= n <= W
+    static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_pd(first(n), p); }
+    static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
 };
 
 }  // namespace

@@ -2,7 +2,9 @@
 // The vector kernels of the host (gemm.h), written once over a traits type S that wraps one
 // instruction set's intrinsics for one element type:
 //   S::T (float, double), S::V (the vector), S::W (lanes), zero(), load(p), store(p, v),
-//   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]}.
+//   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
+//   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
+//   nothing outside the n elements is touched).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
@@ -126,35 +128,44 @@ void rows(std::int64_t n, std::int64_t kc, const typename S::T* a, std::int64_t 
         }
 }
 
-// One output row of a depthwise convolution over the filter rows that fall inside the
-// input (see DwRowFn in gemm.h): each vector of W outputs is loaded once, takes every tap
-// and is stored once. K3: a 3 x 3 filter with its three rows inside (rows and kw are 3),
-// whose nine weights stay in registers. The last W outputs are one vector, computed first
-// from the outputs as they are, so no scalar tail is left (rows shorter than W are scalar).
-// A stride-2 vector loads 2W inputs and keeps the even ones, so it reads one element past
-// its last tap.
+// One output row of a depthwise convolution: out[x] += sum over r < rows, j < kw of
+// w[r][j] * in[r][x * STRIDE + j * dil] for x < n. Each vector of W outputs is loaded
+// once, takes every tap and is stored once; four vectors at a time are independent chains
+// of FMAs (one chain of kh * kw taps would wait on the FMA latency). K3: a 3 x 3 filter
+// (rows and kw are 3), whose nine weights stay in registers. The last W outputs are one
+// vector computed first from the outputs as they are, so no scalar tail is left; a row
+// shorter than W is one masked vector. The input loads read whole vectors: up to 2W + 1
+// elements past the last tap (dw_plane's band has that slack).
 // W consecutive inputs (STRIDE 1) or every other one of 2W (STRIDE 2).
 template <class S, int STRIDE> typename S::V dw_load(const typename S::T* p) {
     if constexpr (STRIDE == 1) return S::load(p);
     else return S::load2(p);
 }
 
-// out[x .. x + W) plus its taps (the arguments of dw_row; w3: the 3 x 3 weights when K3).
-template <class S, int STRIDE, bool K3>
-typename S::V dw_vector(std::int64_t x, std::int64_t rows, const typename S::T* const* in, const typename S::T* const* w,
-                        const typename S::V (&w3)[3][3], std::int64_t kw, std::int64_t dil, const typename S::T* out) {
-    typename S::V acc = S::load(out + x);
+// acc[u] += the taps of outputs x + u * W .. x + u * W + W for u < U (the arguments of
+// dw_row; w3: the 3 x 3 weights when K3).
+template <class S, int STRIDE, bool K3, int U>
+[[gnu::always_inline]] inline void dw_taps(typename S::V (&acc)[U], std::int64_t x, std::int64_t rows,
+                                           const typename S::T* const* in, const typename S::T* const* w,
+                                           const typename S::V (&w3)[3][3], std::int64_t kw, std::int64_t dil) {
+    constexpr int W = S::W;
     if constexpr (K3) {
 #pragma GCC unroll 3
         for (int r = 0; r < 3; ++r)
 #pragma GCC unroll 3
-            for (int j = 0; j < 3; ++j) acc = S::fma(w3[r][j], dw_load<S, STRIDE>(in[r] + x * STRIDE + j * dil), acc);
+            for (int j = 0; j < 3; ++j)
+#pragma GCC unroll 4
+                for (int u = 0; u < U; ++u)
+                    acc[u] = S::fma(w3[r][j], dw_load<S, STRIDE>(in[r] + (x + u * W) * STRIDE + j * dil), acc[u]);
     } else {
         for (std::int64_t r = 0; r < rows; ++r)
-            for (std::int64_t j = 0; j < kw; ++j)
-                acc = S::fma(S::bcast(w[r] + j), dw_load<S, STRIDE>(in[r] + x * STRIDE + j * dil), acc);
+            for (std::int64_t j = 0; j < kw; ++j) {
+                const typename S::V wv = S::bcast(w[r] + j);
+#pragma GCC unroll 4
+                for (int u = 0; u < U; ++u)
+                    acc[u] = S::fma(wv, dw_load<S, STRIDE>(in[r] + (x + u * W) * STRIDE + j * dil), acc[u]);
+            }
     }
-    return acc;
 }
 
 template <class S, int STRIDE, bool K3>
@@ -162,7 +173,7 @@ void dw_row(std::int64_t n, std::int64_t rows_in, const typename S::T* const* in
             std::int64_t kw_in, std::int64_t dil, typename S::T* out) {
     using T = typename S::T;
     using V = typename S::V;
-    constexpr int W = S::W;
+    constexpr int W = S::W, U = 4;
     const std::int64_t rows = K3 ? 3 : rows_in, kw = K3 ? 3 : kw_in;
     V w3[3][3];
     if constexpr (K3) {
@@ -171,23 +182,134 @@ void dw_row(std::int64_t n, std::int64_t rows_in, const typename S::T* const* in
 #pragma GCC unroll 3
             for (int j = 0; j < 3; ++j) w3[r][j] = S::bcast(w[r] + j);
     }
+    if (n < W) {
+        V v[1] = {S::load_n(out, n)};
+        dw_taps<S, STRIDE, K3, 1>(v, 0, rows, in, w, w3, kw, dil);
+        S::store_n(out, v[0], n);
+        return;
+    }
     std::int64_t x = 0;
     alignas(64) T last[W];
-    const bool tail = n > W && n % W != 0;
-    if (tail) S::store(last, dw_vector<S, STRIDE, K3>(n - W, rows, in, w, w3, kw, dil, out));
-    for (; x + W <= n; x += W) S::store(out + x, dw_vector<S, STRIDE, K3>(x, rows, in, w, w3, kw, dil, out));
-    if (tail)
-        for (; x < n; ++x) out[x] = last[x - (n - W)];
-    for (; x < n; ++x) {  // n < W
-        T sum = out[x];
-        for (std::int64_t r = 0; r < rows; ++r)
-            for (std::int64_t j = 0; j < kw; ++j) sum += w[r][j] * in[r][x * STRIDE + j * dil];
-        out[x] = sum;
+    const bool tail = n % W != 0;
+    if (tail) {
+        V v[1] = {S::load(out + n - W)};
+        dw_taps<S, STRIDE, K3, 1>(v, n - W, rows, in, w, w3, kw, dil);
+        S::store(last, v[0]);
+    }
+    for (; x + U * W <= n; x += U * W) {
+        V v[U];
+#pragma GCC unroll 4
+        for (int u = 0; u < U; ++u) v[u] = S::load(out + x + u * W);
+        dw_taps<S, STRIDE, K3, U>(v, x, rows, in, w, w3, kw, dil);
+#pragma GCC unroll 4
+        for (int u = 0; u < U; ++u) S::store(out + x + u * W, v[u]);
+    }
+    for (; x + W <= n; x += W) {
+        V v[1] = {S::load(out + x)};
+        dw_taps<S, STRIDE, K3, 1>(v, x, rows, in, w, w3, kw, dil);
+        S::store(out + x, v[0]);
+    }
+    if (tail) S::store_n(out + x, S::load_n(last + (x - (n - W)), n - x), n - x);
+}
+
+// n values from src to dst (vectors, the last one overlapping when n > W; masked below W,
+// so that vector loads of dst later are forwarded from whole stores).
+template <class S>
+[[gnu::always_inline]] inline void copy_n(const typename S::T* src, std::int64_t n, typename S::T* dst) {
+    constexpr int W = S::W;
+    if (n < W) {
+        S::store_n(dst, S::load_n(src, n), n);
+        return;
+    }
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) S::store(dst + i, S::load(src + i));
+    if (i < n) S::store(dst + n - W, S::load(src + n - W));
+}
+
+// n copies of v at dst (vectors, the last one overlapping when n > W).
+template <class S>
+[[gnu::always_inline]] inline void fill_n(typename S::T* dst, std::int64_t n, typename S::T v) {
+    constexpr int W = S::W;
+    const typename S::V vv = S::bcast(&v);
+    if (n < W) {
+        S::store_n(dst, vv, n);
+        return;
+    }
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) S::store(dst + i, vv);
+    if (i < n) S::store(dst + n - W, vv);
+}
+
+// Output pixels [p0, p1) of one depthwise plane (depthwise.h): for each band of output rows,
+// the input rows it needs are copied into a zero-padded band of pitch wp, the taps run over
+// it (one flat row, or row by row) into a flat output of the same pitch started from init,
+// and the pixels inside [p0, p1) are copied out.
+template <class S>
+void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, const typename S::T* w, typename S::T init,
+              typename S::T* out, std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
+    using T = typename S::T;
+    using I64 = std::int64_t;
+    constexpr I64 kRowsPerCall = 16;  // filter rows per call of the row kernel (taller: several)
+    if (p0 >= p1) return;
+    T* band = scratch;
+    T* flat = scratch + pl.band_elems;
+    const T* in_rows[kRowsPerCall];
+    const T* w_rows[kRowsPerCall];
+    const bool k3 = g.kh == 3 && g.kw == 3;
+    const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
+    for (I64 y0 = y_first; y0 <= y_last; y0 += pl.rows) {
+        const I64 nrows = pl.rows < y_last + 1 - y0 ? pl.rows : y_last + 1 - y0;
+        const I64 iy0 = y0 * g.sh - g.ph, brows = (nrows - 1) * g.sh + pl.ext;
+        for (I64 r = 0; r < brows; ++r) {
+            T* dst = band + r * pl.wp;
+            const I64 iy = iy0 + r;
+            fill_n<S>(dst, pl.wp, T(0));
+            if (iy >= 0 && iy < g.h) copy_n<S>(x + iy * g.w, g.w, dst + g.pw);
+        }
+        fill_n<S>(band + brows * pl.wp, pl.slack, T(0));  // read by stride-2 loads past the last tap
+        const I64 nflat = (nrows - 1) * pl.wp + g.ow;
+        fill_n<S>(flat, nflat, init);
+        for (I64 i0 = 0; i0 < g.kh; i0 += kRowsPerCall) {
+            const I64 taps = g.kh - i0 < kRowsPerCall ? g.kh - i0 : kRowsPerCall;
+            for (I64 i = 0; i < taps; ++i) w_rows[i] = w + (i0 + i) * g.kw;
+            if (pl.flat) {
+                for (I64 i = 0; i < taps; ++i) in_rows[i] = band + (i0 + i) * g.dh * pl.wp;
+                if (g.sw == 1) {
+                    if (k3) dw_row<S, 1, true>(nflat, 3, in_rows, w_rows, 3, g.dw, flat);
+                    else dw_row<S, 1, false>(nflat, taps, in_rows, w_rows, g.kw, g.dw, flat);
+                } else {
+                    if (k3) dw_row<S, 2, true>(nflat, 3, in_rows, w_rows, 3, g.dw, flat);
+                    else dw_row<S, 2, false>(nflat, taps, in_rows, w_rows, g.kw, g.dw, flat);
+                }
+                continue;
+            }
+            for (I64 r = 0; r < nrows; ++r) {
+                for (I64 i = 0; i < taps; ++i) in_rows[i] = band + (r * g.sh + (i0 + i) * g.dh) * pl.wp;
+                T* o = flat + r * pl.wp;
+                if (g.sw == 1 || g.sw == 2) {
+                    if (g.sw == 1) dw_row<S, 1, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
+                    else if (k3) dw_row<S, 2, true>(g.ow, 3, in_rows, w_rows, 3, g.dw, o);
+                    else dw_row<S, 2, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
+                    continue;
+                }
+                for (I64 xo = 0; xo < g.ow; ++xo) {  // strides above 2 are rare: scalar
+                    T acc = o[xo];
+                    for (I64 i = 0; i < taps; ++i)
+                        for (I64 j = 0; j < g.kw; ++j) acc += w_rows[i][j] * in_rows[i][xo * g.sw + j * g.dw];
+                    o[xo] = acc;
+                }
+            }
+        }
+        for (I64 r = 0; r < nrows; ++r) {
+            const I64 y = y0 + r;
+            const I64 a = p0 > y * g.ow ? p0 : y * g.ow, b = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;
+            if (a < b) copy_n<S>(flat + r * pl.wp + (a - y * g.ow), b - a, out + (a - p0));
+        }
     }
 }
 
 // The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
-// depthwise rows for strides 1 and 2 (any filter, and 3 x 3).
+// the depthwise plane.
 template <class S, int MR, int NV, class Table, std::size_t... R>
 constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::int64_t nc, std::index_sequence<R...>) {
     return Table{isa,
@@ -198,8 +320,7 @@ constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::in
                  nc,
                  {nullptr, &tile<S, MR, NV, int(R) + 1>...},
                  {nullptr, &rows<S, 1>, &rows<S, 2>, &rows<S, 3>, &rows<S, 4>},
-                 {nullptr, &dw_row<S, 1, false>, &dw_row<S, 2, false>},
-                 {nullptr, &dw_row<S, 1, true>, &dw_row<S, 2, true>}};
+                 &dw_plane<S>};
 }
 
 }  // namespace kiln::cpu::simd

@@ -2,6 +2,7 @@
 // GEMM (matmul.h).
 #include "tiers/asmjit/matmul.h"
 
+#include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/im2col.h"
 
@@ -27,8 +28,6 @@ constexpr I64 kTileElems = I64(1) << 20;
 // Columns per chunk of a matmul, and the im2col block a convolution packs at once.
 constexpr I64 kChunkCols = 4096;
 constexpr I64 kIm2colElems = I64(1) << 18;
-// Filter rows a depthwise convolution takes the direct path for (taller filters: the GEMM).
-constexpr I64 kMaxTaps = 16;
 
 kir::ExprRef substitute(const kir::ExprRef& e, int var, const kir::ExprRef& by) {
     if (!e) return e;
@@ -176,9 +175,9 @@ public:
             geo_.dh = c.dilation[0], geo_.dw = c.dilation[1];
             // A 1x1 convolution with stride 1 and no padding: B is the input planes as they are.
             dense_b_ = geo_.kh == 1 && geo_.kw == 1 && geo_.sh == 1 && geo_.sw == 1 && geo_.ph == 0 && geo_.pw == 0;
-            // One input channel per group (depthwise): a direct kernel per output row, as
-            // the interpreter's (src/cpu/gemm.h, DwRowFn), instead of a GEMM of depth kh * kw.
-            depthwise_ = geo_.c == 1 && !dense_b_ && geo_.ow > 0 && geo_.kh <= kMaxTaps;
+            // One input channel per group (depthwise): the direct kernel the interpreter
+            // runs (src/cpu/depthwise.h), instead of a GEMM of depth kh * kw.
+            depthwise_ = geo_.c == 1 && !dense_b_ && geo_.ow > 0;
         } else {
             dense_b_ = true;
         }
@@ -216,51 +215,15 @@ public:
 
 private:
     // C[r0, r1) x [c0, c1) of one batch entry of a depthwise convolution, through the
-    // epilogue: the entry's input plane is copied into a zero-padded plane, and each output
-    // row that the pixels [c0, c1) touch is computed whole by the row kernel.
+    // epilogue: each row (output channel) by the direct kernel of src/cpu/depthwise.h.
     bool depthwise_block(const T* w, const T* plane, I64 r0, I64 r1, I64 c0, I64 c1) {
-        const cpu::Im2colShape& g = geo_;
-        const I64 hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, taps = g.kh * g.kw;
-        const I64 y0 = c0 / g.ow, y1 = (c1 - 1) / g.ow + 1;
-        // The same size on every block, so the thread's scratch (and the padded plane in it,
-        // built once per batch entry) stays where it is.
+        const I64 taps = geo_.kh * geo_.kw;
+        // The same size on every block, so the thread's scratch stays where it is.
         const I64 tile_max = m_ * (p_.col_block > 0 ? std::min(p_.col_block, n_) : n_);
-        const I64 padded_elems = hp * wp + 1;  // one more: the stride-2 kernel reads one past its last tap
-        T* tile = static_cast<T*>(kernel_scratch((tile_max + padded_elems + g.ow) * static_cast<I64>(sizeof(T))));
+        T* tile = static_cast<T*>(kernel_scratch((tile_max + cpu::depthwise_scratch_elems(geo_)) * static_cast<I64>(sizeof(T))));
         if (tile == nullptr) return false;
-        T* padded = tile + tile_max;
-        T* row = padded + padded_elems;
-        if (padded != padded_ptr_ || plane != padded_plane_) {
-            std::fill_n(padded, padded_elems, T(0));
-            for (I64 y = 0; y < g.h; ++y) std::copy_n(plane + y * g.w, g.w, padded + (y + g.ph) * wp + g.pw);
-            padded_ptr_ = padded;
-            padded_plane_ = plane;
-        }
-        cpu::DwRowFn<T> fn = g.sw <= 2 ? kr_.dw_row[g.sw] : nullptr;
-        if (g.sw <= 2 && g.kh == 3 && g.kw == 3) fn = kr_.dw_row_3x3[g.sw];
-        const T* in_rows[kMaxTaps];
-        const T* w_rows[kMaxTaps];
-        for (I64 r = r0; r < r1; ++r) {
-            const T* wr = w + r * taps;
-            for (I64 i = 0; i < g.kh; ++i) w_rows[i] = wr + i * g.kw;
-            for (I64 y = y0; y < y1; ++y) {
-                for (I64 i = 0; i < g.kh; ++i) in_rows[i] = padded + (y * g.sh + i * g.dh) * wp;
-                std::fill_n(row, g.ow, T(0));
-                if (fn != nullptr) {
-                    fn(g.ow, g.kh, in_rows, w_rows, g.kw, g.dw, row);
-                } else {
-                    for (I64 x = 0; x < g.ow; ++x) {
-                        T acc = 0;
-                        for (I64 i = 0; i < g.kh; ++i)
-                            for (I64 j = 0; j < g.kw; ++j) acc += w_rows[i][j] * in_rows[i][x * g.sw + j * g.dw];
-                        row[x] = acc;
-                    }
-                }
-                // The pixels of this row inside [c0, c1).
-                const I64 p0 = std::max(c0, y * g.ow), p1 = std::min(c1, (y + 1) * g.ow);
-                std::copy(row + (p0 - y * g.ow), row + (p1 - y * g.ow), tile + (r - r0) * (c1 - c0) + (p0 - c0));
-            }
-        }
+        for (I64 r = r0; r < r1; ++r)
+            cpu::depthwise_plane<T>(p_.isa, geo_, plane, w + r * taps, T(0), tile + (r - r0) * (c1 - c0), c0, c1, tile + tile_max);
         bufs_[p_.nbuf] = tile;
         I64* x = ext_ + p_.nparams;
         x[kRow0] = r0, x[kRow1] = r1, x[kCol0] = c0, x[kCol1] = c1;
@@ -305,8 +268,6 @@ private:
     I64 m_ = 0, n_ = 0, k_ = 0;
     cpu::Im2colShape geo_{};
     bool dense_b_ = true, depthwise_ = false;
-    const T* padded_ptr_ = nullptr;    // where the padded plane of `padded_plane_` was built
-    const T* padded_plane_ = nullptr;
 };
 
 }  // namespace

@@ -4,9 +4,9 @@
 // - conv2d has three paths, all starting the output from the bias (or 0). f16/bf16
 //   compute in f32 and round once at the end; f32 accumulates in f32, f64 in f64 (with FMA
 //   where the CPU has it).
-//   * Depthwise (weight dim 1 is 1: groups == input channels, any multiplier): a direct
-//     kernel per output row, vectorised along the row, over a zero-padded copy of the
-//     input plane.
+//   * Depthwise (weight dim 1 is 1: groups == input channels, any multiplier): the direct
+//     kernel of src/cpu/depthwise.h (vectorised over bands of a zero-padded copy of the
+//     input rows), shared with tiers 1 and 2.
 //   * 1x1 with stride 1 and no padding: per (sample, group, block of pixels) a GEMM of
 //     the weights and the input planes, read in place.
 //   * Otherwise per (sample, group, block of output pixels) im2col + GEMM (src/cpu/gemm.h, shared
@@ -22,6 +22,7 @@
 //   avg; global_avg_pool2d over an empty plane gives NaN.
 #include "src/core/strided.h"
 #include "src/support/check.h"
+#include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/im2col.h"
 #include "tiers/interp/kernels.h"
@@ -34,7 +35,6 @@ namespace kiln::interp {
 namespace {
 
 using I64 = std::int64_t;
-using cpu::DwRowFn;
 using cpu::SimdKernels;
 using cpu::simd_kernels;
 
@@ -50,53 +50,20 @@ struct ConvShape {
 I64 ceil_div(I64 a, I64 b) { return (a + b - 1) / b; }
 I64 round_up(I64 a, I64 unit) { return ceil_div(a, unit) * unit; }
 
-// DwRowFn (gemm.h) for any stride, in scalar code: strides above 2 are rare.
-template <class C>
-void dw_row_strided(I64 n, I64 stride, I64 rows, const C* const* in, const C* const* w, I64 kw, I64 dil, C* out) {
-    for (I64 x = 0; x < n; ++x) {
-        C acc = out[x];
-        for (I64 r = 0; r < rows; ++r)
-            for (I64 j = 0; j < kw; ++j) acc += w[r][j] * in[r][x * stride + j * dil];
-        out[x] = acc;
-    }
-}
-
 // Depthwise (each output channel reads one input channel: weight dim 1 is 1, any groups):
-// a direct kernel over output rows, vectorised along the row (the kernel set's dw_row for
-// strides 1 and 2, 3 x 3 filters apart). Each input plane is first copied into a
-// zero-padded plane, so that every output row is one call with every tap inside: no edge
-// cases, and the padding is zeros, as in im2col.
+// the direct kernel of src/cpu/depthwise.h, one output plane per task.
 template <class C>
 void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw,
                     const std::vector<double>& bias, C* po) {
-    const Window &wh = cs.wh, &ww = cs.ww;
-    const I64 hp = cs.h + 2 * wh.p, wp = cs.w + 2 * ww.p;  // the padded plane
-    DwRowFn<C> row_fn = ww.s <= 2 ? kr.dw_row[ww.s] : nullptr;
-    if (ww.s <= 2 && wh.k == 3 && ww.k == 3) row_fn = kr.dw_row_3x3[ww.s];
-    core::parallel_range(cs.n * cs.o, cs.oh * cs.ow * wh.k * ww.k, [&](I64 lo, I64 hi) {
-        // The border stays 0; one more element for the stride-2 kernel's read past the last tap.
-        std::vector<C> padded(static_cast<std::size_t>(hp * wp + 1), C(0));
-        std::vector<const C*> in_rows(static_cast<std::size_t>(wh.k)), w_rows(in_rows.size());
-        I64 plane_in_buffer = -1;
+    const cpu::Im2colShape g{1, cs.h, cs.w, cs.ow, cs.wh.k, cs.ww.k, cs.wh.s, cs.ww.s, cs.wh.p, cs.ww.p, cs.wh.d, cs.ww.d};
+    const I64 npix = cs.oh * cs.ow;
+    core::parallel_range(cs.n * cs.o, npix * cs.wh.k * cs.ww.k, [&](I64 lo, I64 hi) {
+        std::vector<C> scratch(static_cast<std::size_t>(cpu::depthwise_scratch_elems(g)));
         for (I64 t = lo; t < hi; ++t) {
             const I64 ni = t / cs.o, oc = t % cs.o, plane = ni * cs.cin + oc / cs.og;
-            if (plane != plane_in_buffer) {  // with a multiplier, consecutive outputs share it
-                const C* src = px + plane * cs.h * cs.w;
-                for (I64 y = 0; y < cs.h; ++y)
-                    std::copy_n(src + y * cs.w, cs.w, padded.data() + (y + wh.p) * wp + ww.p);
-                plane_in_buffer = plane;
-            }
-            const C* wt = pw + oc * wh.k * ww.k;
-            for (I64 i = 0; i < wh.k; ++i) w_rows[static_cast<std::size_t>(i)] = wt + i * ww.k;
-            C* dst = po + t * cs.oh * cs.ow;
-            std::fill_n(dst, cs.oh * cs.ow, static_cast<C>(bias[static_cast<std::size_t>(oc)]));
-            for (I64 y = 0; y < cs.oh; ++y) {
-                for (I64 i = 0; i < wh.k; ++i)
-                    in_rows[static_cast<std::size_t>(i)] = padded.data() + (y * wh.s + i * wh.d) * wp;
-                C* row = dst + y * cs.ow;
-                if (row_fn != nullptr) row_fn(cs.ow, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
-                else dw_row_strided(cs.ow, ww.s, wh.k, in_rows.data(), w_rows.data(), ww.k, ww.d, row);
-            }
+            cpu::depthwise_plane<C>(kr.isa, g, px + plane * cs.h * cs.w, pw + oc * cs.wh.k * cs.ww.k,
+                                    static_cast<C>(bias[static_cast<std::size_t>(oc)]), po + t * npix, 0, npix,
+                                    scratch.data());
         }
     });
 }

@@ -97,6 +97,18 @@ void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const flo
 void gemm_rows_f64(std::int64_t rows, std::int64_t n, std::int64_t kc, const double* a, std::int64_t lda,
                    const double* b, std::int64_t ldb, double* c, std::int64_t ldc) noexcept;
 
+// The ahead-of-time depthwise kernel that conv code calls when each output channel reads one
+// input channel (bound in every kernel's JITDylib): out[p - p0] for the output pixels
+// [p0, p1) of one plane, by src/cpu/depthwise.h with the kernels' instruction set. `geo`
+// holds a cpu::Im2colShape as 12 int64 (c, h, w, ow, kh, kw, sh, sw, ph, pw, dh, dw). Its
+// scratch is the thread's kernel scratch (tier.h); without it, it calls kernel_failed().
+inline constexpr const char* kDepthwiseF32Symbol = "kiln_rt_depthwise_f32";
+inline constexpr const char* kDepthwiseF64Symbol = "kiln_rt_depthwise_f64";
+void depthwise_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t p0,
+                   std::int64_t p1) noexcept;
+void depthwise_f64(const std::int64_t* geo, const double* x, const double* w, double* out, std::int64_t p0,
+                   std::int64_t p1) noexcept;
+
 // Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
 void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module);

@@ -96,6 +96,10 @@ public:
         tile_->setAlignment(llvm::Align(64));
         sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>((mr_ - 1) * kStreamCols)), nullptr, "gemm.rows");
         sbuf_->setAlignment(llvm::Align(64));
+        if (h_.im2col) {
+            geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
+            geo_->setAlignment(llvm::Align(8));
+        }
 
         m_ = em_.index(h_.m);
         n_ = em_.index(h_.n);
@@ -109,6 +113,12 @@ public:
             im_kw_ = em_.index(c.kw);
             im_khw_ = b_.CreateMul(em_.index(c.kh), im_kw_);
             im_ow_ = em_.index(c.ow);
+            // The geometry the depthwise kernel takes (codegen.h, kDepthwiseF32Symbol).
+            Value* kh = b_.CreateSDiv(im_khw_, smax(im_kw_, i64(1)));
+            Value* geo[12] = {i64(1), im_h_, im_w_, im_ow_, kh, im_kw_, i64(c.stride[0]), i64(c.stride[1]),
+                              i64(c.pad[0]), i64(c.pad[1]), i64(c.dilation[0]), i64(c.dilation[1])};
+            for (int i = 0; i < 12; ++i)
+                b_.CreateAlignedStore(geo[i], b_.CreateConstGEP2_64(geo_->getAllocatedType(), geo_, 0, static_cast<std::uint64_t>(i)), llvm::Align(8));
         }
         a_ = em_.buffer_ptr(h_.a);
         bbuf_ = em_.buffer_ptr(h_.b);
@@ -166,6 +176,7 @@ private:
     std::int64_t kc_ = 256, nc_ = 128;
     llvm::AllocaInst* tile_ = nullptr;
     llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to MR - 1 rows
+    llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
@@ -295,6 +306,10 @@ private:
         Value* few = b_.CreateICmpSLT(rows, i64(mr_));
         if (!h_.im2col && !widened_b() && !widened_a()) {
             if_else(few, [&] { stream(ab, bb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+        } else if (h_.im2col && !widened_b() && !widened_a()) {
+            // One input channel per group (depth = the filter's taps): the direct kernel.
+            Value* dw = b_.CreateICmpEQ(k_dim_, im_khw_);
+            if_else(dw, [&] { depthwise(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
         } else {
             blocked(ab, bb, xb, i0, rows, j0, j1);
         }
@@ -357,6 +372,28 @@ private:
             b_.CreateMemSet(sbuf_, b_.getInt8(0), b_.CreateMul(rows, i64(kStreamCols * es_)), llvm::MaybeAlign(64));
             b_.CreateCall(rows_fn, {rows, w, k_dim_, a0, k_dim_, elem(bb, jc), n_, sbuf_, i64(kStreamCols)});
             epilogue(sbuf_, kStreamCols, i0, rows, jc, w);
+        });
+    }
+
+    // Rows [i0, i0 + rows) of C (output channels reading the batch entry's one input plane
+    // `xb`), columns [j0, j1): each row by src/cpu's depthwise kernel (codegen.h,
+    // kDepthwiseF32Symbol) into the stack buffer, kStreamCols pixels at a time, then the
+    // epilogue. An implicit GEMM of depth kh * kw would spend its time packing.
+    void depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        llvm::Type* i64t = b_.getInt64Ty();
+        llvm::FunctionCallee dw_fn =
+            mod.getOrInsertFunction(t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
+                                    llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t}, false));
+        loop(i64(0), rows, i64(1), "dw.r", [&](Value* r) {
+            Value* row = b_.CreateAdd(i0, r);
+            Value* w = elem(ab, b_.CreateMul(row, k_dim_));
+            loop(j0, j1, i64(kStreamCols), "dw.c", [&](Value* jc) {
+                Value* n = smin(i64(kStreamCols), b_.CreateSub(j1, jc));
+                b_.CreateCall(dw_fn, {geo_, xb, w, sbuf_, jc, b_.CreateAdd(jc, n)});
+                epilogue(sbuf_, kStreamCols, row, i64(1), jc, n);
+            });
         });
     }
 

@@ -1,9 +1,12 @@
-// The ahead-of-time rows kernel that tier-2 GEMM code calls for blocks of fewer rows than a
-// register tile (codegen.h, kRowsF32Symbol): cpu::gemm_acc, at most cpu::kMaxStreamRows rows
-// a call (so that it streams B instead of packing it).
+// The ahead-of-time kernels that tier-2 GEMM and conv code calls (codegen.h): the rows
+// kernel for blocks of fewer rows than a register tile (kRowsF32Symbol: cpu::gemm_acc, at
+// most cpu::kMaxStreamRows rows a call, so that it streams B instead of packing it), and
+// the depthwise plane kernel (kDepthwiseF32Symbol: cpu::depthwise_plane).
 #include "tiers/llvm/codegen.h"
 
+#include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
+#include "tiers/tier.h"
 
 #include <algorithm>
 
@@ -20,7 +23,28 @@ void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std
                          c + r * ldc, ldc);
 }
 
+template <class T>
+void depthwise_of(const std::int64_t* geo, const T* x, const T* w, T* out, std::int64_t p0, std::int64_t p1) noexcept {
+    const cpu::Im2colShape g{geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]};
+    T* scratch = static_cast<T*>(kernel_scratch(cpu::depthwise_scratch_elems(g) * static_cast<std::int64_t>(sizeof(T))));
+    if (scratch == nullptr) {
+        kernel_failed();
+        return;
+    }
+    cpu::depthwise_plane<T>(cpu::kernel_cpu_isa(), g, x, w, T(0), out, p0, p1, scratch);
+}
+
 }  // namespace
+
+void depthwise_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t p0,
+                   std::int64_t p1) noexcept {
+    depthwise_of(geo, x, w, out, p0, p1);
+}
+
+void depthwise_f64(const std::int64_t* geo, const double* x, const double* w, double* out, std::int64_t p0,
+                   std::int64_t p1) noexcept {
+    depthwise_of(geo, x, w, out, p0, p1);
+}
 
 void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const float* a, std::int64_t lda, const float* b,
                    std::int64_t ldb, float* c, std::int64_t ldc) noexcept {

@@ -250,6 +250,8 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
     runtime[j.lljit->mangleAndIntern(kFailedSymbol)] = {orc::ExecutorAddr::fromPtr(&kernel_failed), flags};
     runtime[j.lljit->mangleAndIntern(llvm_tier::kRowsF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::gemm_rows_f32), flags};
     runtime[j.lljit->mangleAndIntern(llvm_tier::kRowsF64Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::gemm_rows_f64), flags};
+    runtime[j.lljit->mangleAndIntern(llvm_tier::kDepthwiseF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::depthwise_f32), flags};
+    runtime[j.lljit->mangleAndIntern(llvm_tier::kDepthwiseF64Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::depthwise_f64), flags};
     if (llvm::Error err = jd->define(orc::absoluteSymbols(std::move(runtime)))) {
         LlvmKernel::remove_dylib(&*jd);
         return err;
