@@ -43,6 +43,7 @@
 #include <llvm/IR/Module.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -490,16 +491,42 @@ private:
                     // The common case: a whole strip (NR pixels) inside one input row, no
                     // padding: NR/VW vector copies.
                     Value* whole = b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(nr_)));
+                    auto part = widened_b() ? std::function<void()>(general) : [&] { masked_run(src, dq, lo, hi, len); };
                     if_else(whole, [&] {
                         for (int v = 0; v < nv_; ++v) {
                             Value* x = load_in(db_, selem(db_, src, i64(v * vw_)), vw_);
                             b_.CreateAlignedStore(x, elem(dq, i64(v * vw_)), ea);
                         }
-                    }, general);
+                    }, part);
                 });
                 fill(d, cols, i64(nr_));  // the zero padding of a last, partial strip
             });
         });
+    }
+
+    // A run of a stride-1 im2col strip that is not a whole strip (it crosses an output row,
+    // or touches the padding): dq[t] = src[t] for t in [lo, hi), 0 for t in [0, lo) and
+    // [hi, len), as NV masked vector loads and stores (no lane outside [0, len) is written,
+    // none outside [lo, hi) read), instead of a scalar loop: in planes of 56 pixels or fewer
+    // most strips cross a row.
+    void masked_run(Value* src, Value* dq, Value* lo, Value* hi, Value* len) {
+        llvm::Type* i64t = b_.getInt64Ty();
+        std::vector<llvm::Constant*> lanes;
+        for (int l = 0; l < vw_; ++l) lanes.push_back(llvm::ConstantInt::get(i64t, static_cast<std::uint64_t>(l)));
+        Value* iota = llvm::ConstantVector::get(lanes);
+        Value* vlo = b_.CreateVectorSplat(static_cast<unsigned>(vw_), lo);
+        Value* vhi = b_.CreateVectorSplat(static_cast<unsigned>(vw_), hi);
+        Value* vlen = b_.CreateVectorSplat(static_cast<unsigned>(vw_), len);
+        Value* zero = llvm::Constant::getNullValue(vt_);
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        for (int v = 0; v < nv_; ++v) {
+            Value* t = b_.CreateAdd(iota, b_.CreateVectorSplat(static_cast<unsigned>(vw_), i64(v * vw_)));
+            Value* in = b_.CreateAnd(b_.CreateICmpSGE(t, vlo), b_.CreateICmpSLT(t, vhi));
+            // Not inbounds: the masked-off lanes' addresses may lie outside the plane.
+            Value* from = b_.CreateGEP(storage(db_), src, i64(v * vw_));
+            Value* x = b_.CreateMaskedLoad(vt_, from, ea, in, zero);
+            b_.CreateMaskedStore(x, elem(dq, i64(v * vw_)), ea, b_.CreateICmpSLT(t, vlen));
+        }
     }
 
     // for the runs of `cols` consecutive output pixels starting at (y0, x0), each within one
