@@ -205,11 +205,17 @@ void gemm_acc(CpuIsa isa, I64 m, I64 n, I64 k, const T* a, I64 lda, const T* b, 
     const int mr = kr.mr, nr = kr.nr;
     const I64 kc_max = std::min(kr.kc, k), mc_max = std::min(kr.mc, round_up(m, mr));
     const I64 nc_max = std::min(kr.nc, round_up(n, nr));
-    if (m <= kMaxStreamRows) {
-        // Too few rows to reuse a packed panel of B: stream B against them, KC rows at a time
-        // (so the rows of C stay in cache between steps).
-        for (I64 pc = 0; pc < k; pc += kr.kc)
-            kr.rows[m](n, std::min(kr.kc, k - pc), a + pc, lda, b + pc * ldb, ldb, c, ldc);
+    if (m <= kMaxStreamedRows) {
+        // Too few rows to reuse a packed panel of B much: stream B against them, kStreamDepth
+        // rows of B at a time (a block stays in L2 while each group of kMaxStreamRows rows
+        // of A reads it, and the rows of C stay in cache between steps).
+        for (I64 pc = 0; pc < k; pc += kStreamDepth) {
+            const I64 kc = std::min(kStreamDepth, k - pc);
+            for (I64 r = 0; r < m; r += kMaxStreamRows) {
+                const I64 rows = std::min<I64>(kMaxStreamRows, m - r);
+                kr.rows[rows](n, kc, a + r * lda + pc, lda, b + pc * ldb, ldb, c + r * ldc, ldc);
+            }
+        }
         return;
     }
     T* ap = t_pack_a.get<T>(mc_max * kc_max);

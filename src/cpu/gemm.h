@@ -14,7 +14,7 @@
 // KC rows of B and NC columns, B is packed into panels of NR columns (kc x NR, zero padded);
 // for each block of MC rows of A, A is packed into panels of MR rows (kc x MR, interleaved);
 // an MR x NR register tile of C accumulates a panel of A times a panel of B. When A has at
-// most 4 rows a panel of B would be used once: B is then streamed row by row, unpacked,
+// most 16 rows a panel of B would be used too few times: B is then streamed row by row, unpacked,
 // against those rows (a batch-1 dense layer is such a product).
 #include "src/cpu/im2col.h"
 
@@ -53,6 +53,10 @@ template <class T>
 using RowsFn = void (*)(std::int64_t n, std::int64_t kc, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
                         T* c, std::int64_t ldc);
 inline constexpr int kMaxStreamRows = 4;
+// gemm_acc streams B (rows kernels of up to kMaxStreamRows rows, kStreamDepth rows of B at a
+// time) instead of packing it for products of at most kMaxStreamedRows rows.
+inline constexpr int kMaxStreamedRows = 16;
+inline constexpr std::int64_t kStreamDepth = 64;
 
 // How a depthwise convolution of geometry g runs through its bands (depthwise.h,
 // depthwise_plan): the padded row pitch, the input rows one output row needs, output rows

@@ -89,7 +89,8 @@ void rows(std::int64_t n, std::int64_t kc, const typename S::T* a, std::int64_t 
           std::int64_t ldb, typename S::T* c, std::int64_t ldc) {
     using T = typename S::T;
     using V = typename S::V;
-    constexpr int W = S::W, KU = M <= 2 ? 4 : 2;
+    // KU * M broadcast registers: 16 of AVX-512's 32 registers at 4 rows, 8 of AVX2's 16.
+    constexpr int W = S::W, KU = M <= 2 || sizeof(typename S::V) >= 64 ? 4 : 2;
     std::int64_t k = 0;
     for (; k + KU <= kc; k += KU) {
         V av[KU][M];

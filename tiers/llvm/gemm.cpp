@@ -12,8 +12,8 @@
 //           for kk in [0, kc): acc[r][:] += A[r][pc + kk] * Bp[kk][:]    (vector FMAs)
 //           last depth block ? epilogue(acc) -> C : acc -> partial sums
 //
-// A block with fewer than MR rows (small batches) whose operands are of the compute type
-// is not packed: B streams row by row through the ahead-of-time rows kernel of src/cpu
+// A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
+// compute type is not packed: B streams row by row through the ahead-of-time rows kernel of src/cpu
 // (stream()), then the epilogue runs over the result.
 // A convolution's B (kir::Im2col) is packed straight from the input image, one run of
 // output pixels of one output row at a time (see pack_im2col): the im2col matrix is never
@@ -33,6 +33,8 @@
 // Dims bound by the specialisation are constants, so LLVM folds the block arithmetic and
 // edge tests; generic dims stay run-time values and every edge case is handled.
 #include "tiers/llvm/codegen.h"
+
+#include "src/cpu/gemm.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -56,7 +58,8 @@ std::atomic<bool> g_blocked{true};
 std::atomic<int> g_vector_bytes{0};  // 0: from the host features
 
 constexpr std::int64_t kStackBytes = 96 * 1024;
-constexpr std::int64_t kStreamCols = 1024;  // columns per call of the rows kernel (stream())
+constexpr std::int64_t kStreamCols = 512;  // columns per call of the rows kernel (stream())
+constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of at most these rows stream B
 
 [[noreturn]] void fail(Bailout b, const std::string& msg) { throw CodegenError{b, msg}; }
 
@@ -95,7 +98,7 @@ public:
         stack->setAlignment(llvm::Align(64));
         tile_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(mr_ * nr_)), nullptr, "gemm.tile");
         tile_->setAlignment(llvm::Align(64));
-        sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>((mr_ - 1) * kStreamCols)), nullptr, "gemm.rows");
+        sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(kStreamRows * kStreamCols)), nullptr, "gemm.rows");
         sbuf_->setAlignment(llvm::Align(64));
         if (h_.im2col) {
             geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
@@ -176,7 +179,7 @@ private:
     DType da_ = DType::f32, db_ = DType::f32;  // how A and B are stored (f16/bf16: widened on load)
     std::int64_t kc_ = 256, nc_ = 128;
     llvm::AllocaInst* tile_ = nullptr;
-    llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to MR - 1 rows
+    llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to kStreamRows rows
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
@@ -302,9 +305,9 @@ private:
         Value* ab = selem(da_, a_, em_.index(h_.a_offset));
         Value* bb = h_.im2col ? nullptr : selem(db_, bbuf_, em_.index(h_.b_offset));
         Value* xb = h_.im2col ? selem(db_, bbuf_, em_.index(h_.im2col->x_offset)) : nullptr;
-        // A block with no full MR-row tile (small batches, GEMV-like) and operands of the
+        // A block of few rows (small batches, GEMV-like) and operands of the
         // compute type streams B through the ahead-of-time rows kernel (see stream()).
-        Value* few = b_.CreateICmpSLT(rows, i64(mr_));
+        Value* few = b_.CreateICmpSLE(rows, i64(kStreamRows));
         if (!h_.im2col && !widened_b() && !widened_a()) {
             if_else(few, [&] { stream(ab, bb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
         } else if (h_.im2col && !widened_b() && !widened_a()) {
@@ -355,7 +358,7 @@ private:
         });
     }
 
-    // Rows [i0, i0 + rows) of C (fewer than MR), columns [j0, j1): B read once, row by row in
+    // Rows [i0, i0 + rows) of C (at most kStreamRows), columns [j0, j1): B read row by row in
     // order, by src/cpu's kernel for a few rows of A (codegen.h, kRowsF32Symbol), into
     // a stack buffer of kStreamCols columns at a time, then the epilogue. A register tile
     // here would read B column strip by column strip (a stride of n elements per depth

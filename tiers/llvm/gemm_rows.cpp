@@ -1,6 +1,6 @@
 // The ahead-of-time kernels that tier-2 GEMM and conv code calls (codegen.h): the rows
 // kernel for blocks of fewer rows than a register tile (kRowsF32Symbol: cpu::gemm_acc, at
-// most cpu::kMaxStreamRows rows a call, so that it streams B instead of packing it), and
+// most cpu::kMaxStreamedRows rows a call, so that it streams B instead of packing it), and
 // the depthwise plane kernel (kDepthwiseF32Symbol: cpu::depthwise_plane).
 #include "tiers/llvm/codegen.h"
 
@@ -13,13 +13,13 @@
 namespace kiln::tiers::llvm_tier {
 namespace {
 
-// cpu::gemm_acc streams B (unpacked) against at most cpu::kMaxStreamRows rows of A.
+// cpu::gemm_acc streams B (unpacked) against at most cpu::kMaxStreamedRows rows of A.
 template <class T>
 void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std::int64_t lda, const T* b,
              std::int64_t ldb, T* c, std::int64_t ldc) noexcept {
     const cpu::CpuIsa isa = cpu::kernel_cpu_isa();
-    for (std::int64_t r = 0; r < rows; r += cpu::kMaxStreamRows)
-        cpu::gemm_acc<T>(isa, std::min<std::int64_t>(cpu::kMaxStreamRows, rows - r), n, kc, a + r * lda, lda, b, ldb,
+    for (std::int64_t r = 0; r < rows; r += cpu::kMaxStreamedRows)
+        cpu::gemm_acc<T>(isa, std::min<std::int64_t>(cpu::kMaxStreamedRows, rows - r), n, kc, a + r * lda, lda, b, ldb,
                          c + r * ldc, ldc);
 }
 
