@@ -90,7 +90,8 @@ RTensor pool(const RTensor& x, kiln::Pair k, kiln::Pair st, kiln::Pair pd, bool 
                             std::int64_t ih = oh * st[0] - pd[0] + kh, iw = ow * st[1] - pd[1] + kw;
                             if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                             double v = x.at({n, c, ih, iw});
-                            best = std::max(best, v);
+                            // NaN propagates (as in ONNX and PyTorch).
+                            best = std::isnan(best) || std::isnan(v) ? std::nan("") : std::max(best, v);
                             s += v;
                             ++count;
                         }

@@ -296,6 +296,34 @@ TEST_CASE("ops.linalg: max_pool2d (floats and integers) and avg_pool2d (padding 
         }
 }
 
+TEST_CASE("ops.linalg: max_pool2d of floats, random windows over wide planes, NaN propagating") {
+    // The vector kernel's paths: strides 1, 2 (vectors) and 3 (lanes one by one), tails of
+    // every length, windows over the padding, NaN in some windows.
+    std::mt19937_64 rng(45000);
+    auto pick = [&](std::int64_t lo, std::int64_t hi) {
+        return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+    };
+    for (int r = 0; r < 80; ++r) {
+        const std::int64_t kh = pick(1, 4), kw = pick(1, 4), sh = pick(1, 3), sw = pick(1, 3);
+        const std::int64_t ph = pick(0, kh / 2), pw = pick(0, kw / 2);
+        const Shape xs{pick(1, 2), pick(1, 3), pick(kh, 40), pick(kw, 70)};
+        const DType dt = r % 2 ? DType::f64 : DType::f32;
+        CAPTURE(r);
+        INFO("x ", ref::shape_str(xs), " kernel ", kh, ",", kw, " stride ", sh, ",", sw, " padding ", ph, ",", pw);
+        Tensor x = ref::random_input(xs, 45100 + static_cast<std::uint64_t>(r), dt, -9, -1);
+        if (r % 3 == 0) {  // a few NaNs
+            std::vector<double> v = x.to_doubles();
+            for (int i = 0; i < 3; ++i) v[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(v.size()) - 1))] = std::nan("");
+            x = Tensor::from_vector(v, xs).astype(dt);
+        }
+        kiln::Graph g = kiln::trace("pool", {ref::arg_like("x", x)}, [&](const std::vector<Var>& in) -> Var {
+            return kiln::max_pool2d(in[0], {kh, kw}, {sh, sw}, {ph, pw});
+        });
+        ref::check_close(ref::run_graph(g, {x})[0], ref::max_pool2d(ref::from_kiln(x), {kh, kw}, {sh, sw}, {ph, pw}), dt,
+                         ref::tol_for(dt), "max_pool2d");
+    }
+}
+
 TEST_CASE("ops.linalg: global_avg_pool2d keeps [N,C,1,1]") {
     std::uint64_t seed = 44000;
     for (DType dt : ref::float_dtypes())

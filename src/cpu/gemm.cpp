@@ -48,6 +48,11 @@ template <class E> struct Portable {
     static void store_n(T* p, V v, std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) p[i] = v[i];
     }
+    static V maxnan(V a, V b) {  // per lane: NaN if either is, else the larger
+        V r;
+        for (int i = 0; i < W; ++i) r[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];
+        return r;
+    }
 };
 
 // Tiles of 4 x 8 floats and 4 x 4 doubles: 8 vector accumulators of the 16 SSE registers.

@@ -73,6 +73,13 @@ template <class T>
 using DwPlaneFn = void (*)(const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
                            std::int64_t p0, std::int64_t p1, T* scratch);
 
+// One plane of a 2-D max pool (pool.h): input h x w, output oh x ow, window kh x kw,
+// strides, zero padding (padded positions are ignored, not zeros).
+struct PoolGeometry {
+    std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+template <class T> using MaxPoolFn = void (*)(const PoolGeometry& g, const T* x, T* out, T* scratch);
+
 template <class T> struct SimdKernels {
     CpuIsa isa;
     int mr, nr;                        // register tile: rows of A, columns of B
@@ -80,6 +87,7 @@ template <class T> struct SimdKernels {
     TileFn<T> tile[kMaxTileRows + 1];  // tile[r]: the first r rows of the tile (1 <= r <= mr)
     RowsFn<T> rows[kMaxStreamRows + 1];  // rows[r]: r rows of A (1 <= r <= 4) against all of B
     DwPlaneFn<T> dw_plane;             // a depthwise output plane (depthwise.h)
+    MaxPoolFn<T> max_pool;             // a max-pool output plane (pool.h)
 };
 
 // The kernels of one instruction set (cap_cpu_isa(isa) is applied), for float and double.

@@ -47,6 +47,9 @@ struct Avx2F32 {
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_ps(p, first(n)); }
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
+    static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
+        return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    }
 };
 
 struct Avx2F64 {
@@ -69,6 +72,9 @@ struct Avx2F64 {
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_pd(p, first(n)); }
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
+    static V maxnan(V a, V b) {
+        return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+    }
 };
 
 }  // namespace

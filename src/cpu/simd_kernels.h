@@ -4,7 +4,8 @@
 //   S::T (float, double), S::V (the vector), S::W (lanes), zero(), load(p), store(p, v),
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
-//   nothing outside the n elements is touched).
+//   nothing outside the n elements is touched), maxnan(a, b) (per lane: NaN if either is,
+//   else the larger).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
@@ -309,6 +310,57 @@ void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, co
     }
 }
 
+// One plane of a 2-D max pool (pool.h). Per output row: the window's input rows are
+// reduced into one row (vertical max), placed between columns of -inf that stand for the
+// padding and the windows' overhang; then each output is the max of kw neighbours of that
+// row (horizontal max), vectorised over the outputs for strides 1 and 2. NaN propagates.
+template <class S>
+void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out, typename S::T* scratch) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W;
+    const T lowest = -__builtin_huge_val();
+    const V vlow = S::bcast(&lowest);
+    const I64 tw = (g.ow - 1) * g.sw + g.kw;           // row positions the windows cover
+    const I64 n = g.w < tw - g.pw ? g.w : tw - g.pw;   // input columns inside them
+    T* row = scratch;                                  // tw + 2W + 1 values
+    for (I64 y = 0; y < g.oh; ++y) {
+        fill_n<S>(row, tw + 2 * W + 1, lowest);
+        const I64 y0 = y * g.sh - g.ph;
+        const I64 ya = y0 > 0 ? y0 : 0, yb = y0 + g.kh < g.h ? y0 + g.kh : g.h;
+        T* r = row + g.pw;
+        for (I64 iy = ya; iy < yb && n > 0; ++iy) {
+            const T* src = x + iy * g.w;
+            I64 i = 0;
+            for (; i + W <= n; i += W) S::store(r + i, S::maxnan(S::load(src + i), S::load(r + i)));
+            if (i < n) S::store_n(r + i, S::maxnan(S::load_n(src + i, n - i), S::load(r + i)), n - i);
+        }
+        T* o = out + y * g.ow;
+        for (I64 xo = 0; xo < g.ow; xo += W) {
+            V acc = vlow;
+            if (g.sw == 1) {
+                for (I64 j = 0; j < g.kw; ++j) acc = S::maxnan(S::load(row + xo + j), acc);
+            } else if (g.sw == 2) {
+                for (I64 j = 0; j < g.kw; ++j) acc = S::maxnan(S::load2(row + 2 * xo + j), acc);
+            } else {
+                alignas(64) T lanes[W];
+                for (int l = 0; l < W; ++l) {
+                    T m = lowest;
+                    for (I64 j = 0; j < g.kw && (xo + l) < g.ow; ++j) {
+                        const T v = row[(xo + l) * g.sw + j];
+                        m = (v != v || v > m) ? v : m;
+                    }
+                    lanes[l] = m;
+                }
+                acc = S::load(lanes);
+            }
+            if (xo + W <= g.ow) S::store(o + xo, acc);
+            else S::store_n(o + xo, acc, g.ow - xo);
+        }
+    }
+}
+
 // The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
 // the depthwise plane.
 template <class S, int MR, int NV, class Table, std::size_t... R>
@@ -321,7 +373,8 @@ constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::in
                  nc,
                  {nullptr, &tile<S, MR, NV, int(R) + 1>...},
                  {nullptr, &rows<S, 1>, &rows<S, 2>, &rows<S, 3>, &rows<S, 4>},
-                 &dw_plane<S>};
+                 &dw_plane<S>,
+                 &max_pool<S>};
 }
 
 }  // namespace kiln::cpu::simd

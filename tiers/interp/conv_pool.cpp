@@ -16,14 +16,16 @@
 //   over the real (unpadded) taps, and a NaN input reaches every output whose window
 //   covers it (a non-finite weight over the padding gives NaN, 0 * inf).
 // - Pools ignore padded positions: max_pool2d takes the max over the real elements of a
-//   window (NaN propagates) and avg_pool2d divides the double sum by the number of real
-//   elements (count_include_pad = false). A window with no real element (only possible
-//   when H or W is 0) gives the dtype's lowest value (-inf for floats) for max and NaN for
-//   avg; global_avg_pool2d over an empty plane gives NaN.
+//   window (NaN propagates; f32 and f64 by the vector kernel of src/cpu/pool.h) and
+//   avg_pool2d divides the double sum by the number of real elements (count_include_pad =
+//   false). A window with no real element (only possible when H or W is 0) gives the
+//   dtype's lowest value (-inf for floats) for max and NaN for avg; global_avg_pool2d over
+//   an empty plane gives NaN.
 #include "src/core/strided.h"
 #include "src/support/check.h"
 #include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
+#include "src/cpu/pool.h"
 #include "src/cpu/im2col.h"
 #include "tiers/interp/kernels.h"
 
@@ -165,6 +167,24 @@ Tensor pool2d(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
     Tensor out = Tensor::empty(out_shape, x.dtype());
     if (out.numel() == 0) return out;
     const Tensor xc = x.contiguous();
+    const I64 planes = x.dim(0) * x.dim(1);
+    if (is_max && (x.dtype() == DType::f32 || x.dtype() == DType::f64)) {
+        // The vector kernel (src/cpu/pool.h), one plane per task.
+        const cpu::PoolGeometry g{h, wd, oh, ow, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]};
+        auto run = [&](auto tag) {
+            using T = decltype(tag);
+            const T* px = static_cast<const T*>(xc.data());
+            T* po = static_cast<T*>(out.data());
+            core::parallel_range(planes, oh * ow * kernel[0] * kernel[1], [&](I64 lo, I64 hi) {
+                std::vector<T> scratch(static_cast<std::size_t>(cpu::max_pool_scratch_elems(g)));
+                for (I64 pl = lo; pl < hi; ++pl)
+                    cpu::max_pool_plane<T>(cpu::kernel_cpu_isa(), g, px + pl * h * wd, po + pl * oh * ow, scratch.data());
+            });
+        };
+        if (x.dtype() == DType::f32) run(float{});
+        else run(double{});
+        return out;
+    }
     core::dispatch(x.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using C = core::compute_t<T>;
@@ -173,7 +193,6 @@ Tensor pool2d(const ir::Node& node, const Tensor& x, const Shape& out_shape) {
         } else {
             const T* px = static_cast<const T*>(xc.data());
             T* po = static_cast<T*>(out.data());
-            const I64 planes = x.dim(0) * x.dim(1);
             core::parallel_range(planes, oh * ow * kernel[0] * kernel[1], [&](I64 lo, I64 hi) {
                 for (I64 pl = lo; pl < hi; ++pl) {
                     const T* src = px + pl * h * wd;
