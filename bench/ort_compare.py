@@ -8,13 +8,17 @@ KILN_CPU_ISA=isa) on the same arrays, checks Kiln's outputs against ONNX Runtime
 (max|kiln - ort| / max|ort| <= 1e-3 per output, matched by output name, else by order) and
 prints one row with:
 
-  ort/kiln p50, p90   ms per call: ORT after 3 warm-up calls; Kiln's steady state (the calls
-                      after the first one that found every compilable group compiled; the
-                      last half of the calls when none did, as in short --quick runs)
+  ort/kiln p50, p90   ms per call: ORT after 3 warm-up calls, over --repeat calls; Kiln's
+                      steady state: after 10 first calls, kiln-run --steady calls the model
+                      until its tier-up policy stops compiling (each call followed by waiting
+                      for the compiles it queued; 10 calls in a row without one), then times
+                      --repeat calls (fewer for slow models: about 20 s of them at most)
   speedup             ort p50 / kiln p50 (> 1: Kiln is faster)
   first ms            Kiln: the first call; ORT: session creation + first call
-  compiled after      the call after which every compilable group had compiled code, and the
-                      sum of the call latencies until then ("never": not within --repeat)
+  compiled after      the call after which every compilable group had compiled code (tier 1
+                      or 2), and the sum of the call latencies until then ("never": not
+                      within the first 10 calls)
+  settled ms          from Kiln's first call until it settled (calls and compile waits)
   compiles, comp ms   Kiln's compiles (failed ones in parentheses) and their time
   err                 the worst relative error over the outputs, or why the row failed
 
@@ -58,6 +62,8 @@ TORCHVISION = ["resnet18", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1"]
 DEFAULT_MODELS = TORCHVISION + ["bert_base", "mlp", "bert_tiny", "gpt2_tiny"]
 SEQ = 32  # sequence length of the small dynamic models
 TOL = 1e-3
+WARM_CALLS = 10  # Kiln's first calls, before it settles
+STEADY_SECONDS = 20.0  # at most about this long for a run's steady calls (bert-base at batch 8)
 
 
 def first_line(text):
@@ -175,10 +181,13 @@ def run_ort(np, ort, path, threads, repeat, make_feeds, feeds):
     return stats, dict(zip([o.name for o in sess.get_outputs()], outs)), feeds
 
 
-def run_kiln(np, kiln_run, path, files, threads, isa, repeat, out_dir):
-    """kiln-run's --json figures and its outputs (names in order, arrays)."""
+def run_kiln(np, kiln_run, path, files, threads, isa, steady, out_dir):
+    """kiln-run's --json figures and its outputs (names in order, arrays): WARM_CALLS first
+    calls, then (--steady) calls until the tier-up policy stops compiling, then `steady`
+    timed calls."""
     env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_CPU_ISA=isa)
-    cmd = [kiln_run, path, *files, "--repeat", str(repeat), "--json", "--save-outputs", out_dir]
+    cmd = [kiln_run, path, *files, "--repeat", str(WARM_CALLS), "--steady", str(steady), "--json",
+           "--save-outputs", out_dir]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"kiln-run failed: {first_line(p.stderr or p.stdout) or f'exit status {p.returncode}'}")
@@ -205,7 +214,7 @@ COLUMNS = [  # header, key, format
     ("ort p50", "ort_p50", "{:.3f}"), ("ort p90", "ort_p90", "{:.3f}"),
     ("kiln p50", "kiln_p50", "{:.3f}"), ("kiln p90", "kiln_p90", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
     ("kiln first ms", "kiln_first", "{:.1f}"), ("ort first ms", "ort_first", "{:.1f}"),
-    ("compiled after", "compiled_after", "{}"), ("compiles", "compiles", "{}"),
+    ("compiled after", "compiled_after", "{}"), ("settled ms", "settled_ms", "{:.0f}"), ("compiles", "compiles", "{}"),
     ("comp ms", "compile_ms", "{:.1f}"), ("err", "err", "{}"),
 ]
 
@@ -251,7 +260,8 @@ def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
                     row = dict(base, isa=isa, **ort_stats)
                     out_dir = tempfile.mkdtemp(dir=tmp)
                     try:
-                        k, names, kiln_outs = run_kiln(np, args.kiln_run, path, files, t, isa, repeat, out_dir)
+                        steady = max(5, min(repeat, int(STEADY_SECONDS * 1e3 / max(ort_stats["ort_p50"], 1e-3))))
+                        k, names, kiln_outs = run_kiln(np, args.kiln_run, path, files, t, isa, steady, out_dir)
                     except Exception as e:  # kiln-run failed, or its output is not what is expected
                         rows.append(dict(row, err=first_line(e) or type(e).__name__))
                         continue
@@ -261,6 +271,7 @@ def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
                     rows.append(dict(row, kiln=k, kiln_p50=k["steady_p50_ms"], kiln_p90=k["steady_p90_ms"],
                                      speedup=row["ort_p50"] / k["steady_p50_ms"], kiln_first=k["first_ms"],
                                      compiled_after=f"#{call} {k['all_compiled_ms']:.1f}ms" if call else "never",
+                                     settled_ms=k["settled_ms"],
                                      compiles=f"{k['compiles']}{failed}",
                                      compile_ms=k["compile_ms"], err_value=err,
                                      err=f"{err:.1e}" + ("" if err <= TOL else " MISMATCH")))

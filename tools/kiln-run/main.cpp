@@ -28,6 +28,10 @@ options:
   --dim SYM=N      size of the symbolic dim SYM for random inputs (repeatable)
   --seed N         seed of random inputs (default 1)
   --repeat N       run the model N times (default 1)
+  --steady N       then settle (call the model, each call followed by waiting for the
+                   compiles it queued, until 10 calls in a row compiled nothing; at most 300
+                   calls or 60 s) and run N more calls: the steady state (--stats and --json
+                   report it apart, with the time from the first call until settled)
   --stats          print tiers reached, compiles, compile time and latency percentiles
   --json           also print one JSON line with the figures (for scripts)
   --per-call       print each call's latency, its tier and the groups with compiled code after
@@ -49,7 +53,7 @@ struct Args {
     std::vector<std::string> inputs;
     std::map<std::string, std::int64_t> dims;
     std::uint64_t seed = 1;
-    long repeat = 1;
+    long repeat = 1, steady = 0;
     std::string save_outputs;
     bool stats = false, json = false, interp = false, graph = false, per_call = false, warmup = false, groups = false;
 };
@@ -90,6 +94,9 @@ Args parse(int argc, char** argv) {
         } else if (s == "--repeat") {
             a.repeat = to_long(value(), "--repeat");
             if (a.repeat < 1) usage_error("--repeat must be >= 1");
+        } else if (s == "--steady") {
+            a.steady = to_long(value(), "--steady");
+            if (a.steady < 0) usage_error("--steady must be >= 0");
         } else if (s == "--stats") {
             a.stats = true;
         } else if (s == "--json") {
@@ -247,6 +254,31 @@ int run(const Args& a) {
             std::printf("call %3ld: %9.3f ms, tier %d; lowerable groups with compiled code %d/%d (tier 2: %d), compiles %llu\n",
                     i + 1, ms.back(), tier, compiled, lowerable, tier2, static_cast<unsigned long long>(s.compiles));
     }
+    // --steady: the calls after every background compile has finished.
+    std::vector<double> steady_ms;
+    double settled_ms = 0;
+    long settle_calls = 0;
+    if (a.steady > 0) {
+        // The tier-up policy compiles a group when its calls make it pay, so compiles may
+        // trickle in for tens of calls after every group has some compiled code.
+        const auto s0 = std::chrono::steady_clock::now();
+        f.wait_for_compiles();
+        std::uint64_t compiles = f.stats().compiles;
+        for (long quiet = 0; quiet < 10 && settle_calls < 300; ++settle_calls) {
+            if (std::chrono::steady_clock::now() - s0 > std::chrono::seconds(60)) break;
+            out = f(args);
+            f.wait_for_compiles();
+            const std::uint64_t now = f.stats().compiles;
+            quiet = now == compiles ? quiet + 1 : 0;
+            compiles = now;
+        }
+        settled_ms = elapsed_ms + std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+        for (long i = 0; i < a.steady; ++i) {
+            auto c0 = std::chrono::steady_clock::now();
+            out = f(args);
+            steady_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
+        }
+    }
     if (a.per_call) {
         auto at = [](long call, double t) {
             return call ? "call " + std::to_string(call) + " (" + std::to_string(static_cast<long>(t)) + " ms of calls)"
@@ -282,20 +314,25 @@ int run(const Args& a) {
         std::printf("latency ms: first %.4f, min %.4f, p50 %.4f, p90 %.4f, p99 %.4f (over %zu calls)\n", ms.front(),
                     *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.99),
                     ms.size());
+        if (!steady_ms.empty())
+            std::printf("steady state (settled after %ld more calls, %.1f ms from the first call): p50 %.4f, p90 %.4f (over %zu calls)\n",
+                        settle_calls, settled_ms, percentile(steady_ms, 0.5), percentile(steady_ms, 0.9), steady_ms.size());
     }
     if (a.groups) print_groups(s);
     if (a.json) {
         // Steady state: the calls after the first one that found every lowerable group compiled
         // (the last half of the calls when that never happened).
+        // (--steady N: its calls, after the background compiles finished.)
         const std::size_t from = all_compiled_at ? static_cast<std::size_t>(all_compiled_at) : ms.size() / 2;
         std::vector<double> steady(ms.begin() + static_cast<std::ptrdiff_t>(std::min(from, ms.size() - 1)), ms.end());
+        if (!steady_ms.empty()) steady = steady_ms;
         std::printf("{\"calls\":%zu,\"first_ms\":%.6f,\"min_ms\":%.6f,\"p50_ms\":%.6f,\"p90_ms\":%.6f,\"p99_ms\":%.6f,"
                     "\"steady_calls\":%zu,\"steady_p50_ms\":%.6f,\"steady_p90_ms\":%.6f,"
-                    "\"all_compiled_call\":%ld,\"all_compiled_ms\":%.3f,\"load_ms\":%.3f,"
+                    "\"all_compiled_call\":%ld,\"all_compiled_ms\":%.3f,\"settle_calls\":%ld,\"settled_ms\":%.3f,\"load_ms\":%.3f,"
                     "\"compiles\":%llu,\"compile_failures\":%llu,\"compile_ms\":%.3f,\"calls_tier2\":%llu}\n",
                     ms.size(), ms.front(), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9),
                     percentile(ms, 0.99), steady.size(), percentile(steady, 0.5), percentile(steady, 0.9), all_compiled_at,
-                    all_compiled_ms, load_ms, static_cast<unsigned long long>(s.compiles),
+                    all_compiled_ms, settle_calls, settled_ms, load_ms, static_cast<unsigned long long>(s.compiles),
                     static_cast<unsigned long long>(s.compile_failures), s.compile_ms,
                     static_cast<unsigned long long>(s.calls_by_tier[2]));
     }
