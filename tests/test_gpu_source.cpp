@@ -102,7 +102,7 @@ TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from th
     CHECK(bound.entry != free.entry);
 }
 
-TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (CUDA, 128 rows or more)") {
+TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (CUDA, 128 rows or more known)") {
     const kir::Kernel k = strided_kernel();
     const gpu::GpuSource s = gpu::print_source(k, {}, gpu::Dialect::cuda);
     REQUIRE(s.ok);
@@ -118,11 +118,20 @@ TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul 
         if (!gr->kernel || !gr->kernel->matmul) continue;
         ++matmuls;
         const kir::Kernel& mk = *gr->kernel;
-        const gpu::GpuSource ms = gpu::print_source(mk, {}, gpu::Dialect::cuda);
-        REQUIRE_MESSAGE(ms.ok, ms.why);
         REQUIRE(mk.params.size() == 1);  // B
         const std::int64_t b[] = {4};
-        CHECK(kir::eval_index(ms.work, b) == 4 * 5 * 1 * 256);  // five tiles of 32 x 32 per batch entry (too few for tiles of 64)
+        // The batch folds into the rows (one product of B * 130 rows): the generic kernel does
+        // not know them, so it takes the element form; a kernel specialised on B = 4 knows
+        // 520 rows and takes tiles (of 32 x 32: too few for tiles of 64).
+        const gpu::GpuSource generic = gpu::print_source(mk, {}, gpu::Dialect::cuda);
+        REQUIRE_MESSAGE(generic.ok, generic.why);
+        CHECK(kir::eval_index(generic.work, b) == 4 * 130 * 3);
+        CHECK(generic.code.find("__shared__") == std::string::npos);
+        kir::Specialization spec;
+        spec.params = {4};
+        const gpu::GpuSource ms = gpu::print_source(mk, spec, gpu::Dialect::cuda);
+        REQUIRE_MESSAGE(ms.ok, ms.why);
+        CHECK(kir::eval_index(ms.work, b) == 17 * 1 * 256);  // ceil(520 / 32) tiles of 32 x 32
         CHECK(ms.code.find("__shared__") != std::string::npos);
         const gpu::GpuSource hs = gpu::print_source(mk, {}, gpu::Dialect::hip);
         REQUIRE_MESSAGE(hs.ok, hs.why);

@@ -44,10 +44,14 @@ void lower_matmul(Lowering& L) {
     const std::size_t nbd = ro - mat;  // batch dims of the output
 
     auto dim = [&](ValueId v, std::size_t axis) { return L.known_dim(v, axis); };
-    const ExprRef M = has_m ? dim(A, ra - 2) : index_const(1);
+    // A batched A times a 2-D B (a linear layer over [batch, sequence, features]) is one
+    // product of all A's rows: B is then packed once, not once per batch entry.
+    bool fold = has_m && has_n && rb == 2 && nbd > 0 && ra == nbd + 2;
+    for (std::size_t d = 0; fold && d < nbd; ++d) fold = ad[d] == od[d];
+    const ExprRef M = fold ? L.product(out, 0, nbd + 1) : has_m ? dim(A, ra - 2) : index_const(1);
     const ExprRef K = dim(A, ra - 1);
     const ExprRef N = has_n ? dim(B, rb - 1) : index_const(1);
-    const ExprRef batch = L.product(out, 0, nbd);
+    const ExprRef batch = fold ? index_const(1) : L.product(out, 0, nbd);
     const ExprRef blocks = ceil_div(M, kRowBlock), cblocks = ceil_div(N, kColBlock);
 
     const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
@@ -75,7 +79,7 @@ void lower_matmul(Lowering& L) {
         }
         return off;
     };
-    const ExprRef aoff = batch_offset(A), boff = batch_offset(B);
+    const ExprRef aoff = fold ? index_const(0) : batch_offset(A), boff = fold ? index_const(0) : batch_offset(B);
     const int abuf = L.input_buffer(A, "a matmul operand"), bbuf = L.input_buffer(B, "a matmul operand");
 
     // The dot product.
@@ -90,8 +94,12 @@ void lower_matmul(Lowering& L) {
     // The epilogue: the chain from the matmul's result to the output, stored at (b, i, j).
     std::vector<std::size_t> starts;
     std::vector<ExprRef> seg;
-    if (nbd > 0) starts.push_back(0), seg.push_back(bv);
-    if (has_m) starts.push_back(nbd), seg.push_back(iv);
+    if (fold) {
+        starts.push_back(0), seg.push_back(iv);  // row iv spans the batch dims and M
+    } else {
+        if (nbd > 0) starts.push_back(0), seg.push_back(bv);
+        if (has_m) starts.push_back(nbd), seg.push_back(iv);
+    }
     if (has_n) starts.push_back(nbd + (has_m ? 1 : 0)), seg.push_back(jv);
     Space sp = L.make_space(out, starts, seg);
     std::vector<StmtRef> epi;

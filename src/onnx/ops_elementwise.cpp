@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace kiln::onnx_import {
 namespace {
@@ -45,6 +46,14 @@ void mean_variadic(NodeCtx& c) {
 void pow_(NodeCtx& c) {
     Var x = c.in(0), y = c.in(1);
     if (is_floating(x.dtype())) {
+        // A constant exponent of 2 or 3 (GPT-2's gelu: x^3) becomes products, which every tier
+        // vectorises (a pow is a libm call per element): x^2 is x*x exactly; x*x*x rounds twice
+        // where pow rounds once (within an ulp or two). Only where the output keeps x's shape.
+        if (std::optional<Tensor> cy = constant_value(y); cy && cy->numel() == 1 && y.rank() <= x.rank()) {
+            const double e = cy->to_doubles()[0];
+            if (e == 2.0) return c.set_out(0, x * x);
+            if (e == 3.0) return c.set_out(0, x * x * x);
+        }
         c.set_out(0, pow(x, y.dtype() == x.dtype() ? y : cast(y, x.dtype())));
         return;
     }
