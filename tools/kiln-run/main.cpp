@@ -301,6 +301,12 @@ int run(const Args& a) {
                     kiln::shape_to_string(out[i].shape()).c_str(), sum, abs_sum);
     }
     kiln::FunctionStats s = f.stats();
+    // Tier-2 compile time per group (its mean over the group's tier-2 compiles): median, max.
+    std::vector<double> t2;
+    for (const auto& gs : s.groups)
+        if (gs.compiles_by_tier[2] > 0) t2.push_back(gs.compile_ms_by_tier[2] / static_cast<double>(gs.compiles_by_tier[2]));
+    const double t2_median = t2.empty() ? 0.0 : percentile(t2, 0.5);
+    const double t2_max = t2.empty() ? 0.0 : *std::max_element(t2.begin(), t2.end());
     if (a.stats) {
         int by_tier[3] = {0, 0, 0};
         for (const auto& gs : s.groups) by_tier[std::clamp(gs.tier, 0, 2)]++;
@@ -309,8 +315,9 @@ int run(const Args& a) {
                     static_cast<unsigned long long>(s.calls_by_tier[0]), static_cast<unsigned long long>(s.calls_by_tier[1]),
                     static_cast<unsigned long long>(s.calls_by_tier[2]));
         std::printf("groups: %zu; at tier 0: %d, tier 1: %d, tier 2: %d\n", s.groups.size(), by_tier[0], by_tier[1], by_tier[2]);
-        std::printf("compiles: %llu (%llu failed), compile time %.2f ms\n", static_cast<unsigned long long>(s.compiles),
-                    static_cast<unsigned long long>(s.compile_failures), s.compile_ms);
+        std::printf("compiles: %llu (%llu failed), compile time %.2f ms; tier-2 compile per group: median %.2f ms, max %.2f ms (%zu groups)\n",
+                    static_cast<unsigned long long>(s.compiles), static_cast<unsigned long long>(s.compile_failures), s.compile_ms,
+                    t2_median, t2_max, t2.size());
         std::printf("latency ms: first %.4f, min %.4f, p50 %.4f, p90 %.4f, p99 %.4f (over %zu calls)\n", ms.front(),
                     *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.99),
                     ms.size());
@@ -329,11 +336,12 @@ int run(const Args& a) {
         std::printf("{\"calls\":%zu,\"first_ms\":%.6f,\"min_ms\":%.6f,\"p50_ms\":%.6f,\"p90_ms\":%.6f,\"p99_ms\":%.6f,"
                     "\"steady_calls\":%zu,\"steady_p50_ms\":%.6f,\"steady_p90_ms\":%.6f,"
                     "\"all_compiled_call\":%ld,\"all_compiled_ms\":%.3f,\"settle_calls\":%ld,\"settled_ms\":%.3f,\"load_ms\":%.3f,"
-                    "\"compiles\":%llu,\"compile_failures\":%llu,\"compile_ms\":%.3f,\"calls_tier2\":%llu}\n",
+                    "\"compiles\":%llu,\"compile_failures\":%llu,\"compile_ms\":%.3f,\"t2_compile_median_ms\":%.3f,"
+                    "\"t2_compile_max_ms\":%.3f,\"calls_tier2\":%llu}\n",
                     ms.size(), ms.front(), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9),
                     percentile(ms, 0.99), steady.size(), percentile(steady, 0.5), percentile(steady, 0.9), all_compiled_at,
                     all_compiled_ms, settle_calls, settled_ms, load_ms, static_cast<unsigned long long>(s.compiles),
-                    static_cast<unsigned long long>(s.compile_failures), s.compile_ms,
+                    static_cast<unsigned long long>(s.compile_failures), s.compile_ms, t2_median, t2_max,
                     static_cast<unsigned long long>(s.calls_by_tier[2]));
     }
     return 0;
