@@ -311,9 +311,15 @@ private:
         if (!h_.im2col && !widened_b() && !widened_a()) {
             if_else(few, [&] { stream(ab, bb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
         } else if (h_.im2col && !widened_b() && !widened_a()) {
-            // One input channel per group (depth = the filter's taps): the direct kernel.
+            // One input channel per group (depth = the filter's taps): the direct kernel. A
+            // specialised kernel knows which, and emits that path alone (less to compile).
             Value* dw = b_.CreateICmpEQ(k_dim_, im_khw_);
-            if_else(dw, [&] { depthwise(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+            if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(dw)) {
+                if (known->isOne()) depthwise(ab, xb, i0, rows, j0, j1);
+                else blocked(ab, bb, xb, i0, rows, j0, j1);
+            } else {
+                if_else(dw, [&] { depthwise(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+            }
         } else {
             blocked(ab, bb, xb, i0, rows, j0, j1);
         }
