@@ -178,8 +178,9 @@ void check_depthwise(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 p0
     const std::vector<T> w = random_values<T>(static_cast<std::size_t>(g.kh * g.kw), seed + 1);
     const T init = T(0.25);
     std::vector<T> out(static_cast<std::size_t>(p1 - p0 + 8), T(-7));
-    std::vector<T> scratch(static_cast<std::size_t>(kiln::cpu::depthwise_scratch_elems(g)));
-    kiln::cpu::depthwise_plane<T>(isa, g, x.data(), w.data(), init, out.data(), p0, p1, scratch.data());
+    const kiln::cpu::DwPlan plan = kiln::cpu::depthwise_plan(g);
+    std::vector<T> scratch(static_cast<std::size_t>(plan.scratch_elems));
+    kiln::cpu::depthwise_plane<T>(isa, g, plan, x.data(), w.data(), init, out.data(), p0, p1, scratch.data());
     const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
     for (I64 p = p0; p < p1; ++p) {
         const I64 y = p / g.ow, xo = p % g.ow;

@@ -32,17 +32,15 @@ DwPlan depthwise_plan(const Im2colShape& g) {
     return p;
 }
 
-std::int64_t depthwise_scratch_elems(const Im2colShape& g) { return depthwise_plan(g).scratch_elems; }
-
 template <class T>
-void depthwise_plane(CpuIsa isa, const Im2colShape& g, const T* x, const T* w, T init, T* out, std::int64_t p0,
-                     std::int64_t p1, T* scratch) {
-    simd_kernels<T>(isa).dw_plane(g, depthwise_plan(g), x, w, init, out, p0, p1, scratch);
+void depthwise_plane(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
+                     std::int64_t p0, std::int64_t p1, T* scratch) {
+    simd_kernels<T>(isa).dw_plane(g, plan, x, w, init, out, p0, p1, scratch);
 }
 
-template void depthwise_plane<float>(CpuIsa, const Im2colShape&, const float*, const float*, float, float*, std::int64_t,
-                                     std::int64_t, float*);
-template void depthwise_plane<double>(CpuIsa, const Im2colShape&, const double*, const double*, double, double*,
-                                      std::int64_t, std::int64_t, double*);
+template void depthwise_plane<float>(CpuIsa, const Im2colShape&, const DwPlan&, const float*, const float*, float, float*,
+                                     std::int64_t, std::int64_t, float*);
+template void depthwise_plane<double>(CpuIsa, const Im2colShape&, const DwPlan&, const double*, const double*, double,
+                                      double*, std::int64_t, std::int64_t, double*);
 
 }  // namespace kiln::cpu

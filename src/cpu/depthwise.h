@@ -6,9 +6,9 @@
 // The input rows an output band needs are copied into a zero-padded band of the scratch
 // (a few KiB, so it stays in L1), and the taps run over the band as one long row: with the
 // padded pitch wp, output pixel (y, x) at q = y * wp + x reads band[q * s + i * dh * wp +
-// j * dw] for stride s (in both directions), so a stride-1 band is a single call of the vector row kernel
-// (gemm.h, DwRowFn) however narrow the plane (a 7 x 7 plane fills 16-lane vectors too), and
-// the x >= ow lanes between rows are computed and dropped. Stride 2 on planes wide enough
+// j * dw] for stride s (in both directions), so a stride-1 band is a single call of the
+// vector row kernel (simd_kernels.h, dw_row) however narrow the plane (a 7 x 7 plane fills
+// 16-lane vectors too), and the x >= ow lanes between rows are computed and dropped. Stride 2 on planes wide enough
 // for two vectors runs row by row instead (the flat form would compute twice the pixels);
 // other strides take a scalar loop.
 #include "src/cpu/gemm.h"
@@ -18,20 +18,18 @@
 
 namespace kiln::cpu {
 
-// out[p - p0] = init + sum over i < kh, j < kw of w[i * kw + j] * x(y * sh - ph + i * dh,
-// xo * sw - pw + j * dw) for the output pixels p = y * g.ow + xo in [p0, p1), x() being
-// zero outside the g.h x g.w plane `x` (g.c is ignored). `scratch` holds at least
-// depthwise_scratch_elems(g) values. float and double; NaN and Inf propagate as in the
-// plain sum (a NaN tap makes the outputs it touches NaN).
-template <class T>
-void depthwise_plane(CpuIsa isa, const Im2colShape& g, const T* x, const T* w, T init, T* out, std::int64_t p0,
-                     std::int64_t p1, T* scratch);
-
-// How geometry g runs (gemm.h, DwPlan).
+// How geometry g runs (gemm.h, DwPlan), and the scratch it needs (plan.scratch_elems:
+// a few thousand values plus a few padded rows of the plane). Made once per convolution,
+// not per plane.
 DwPlan depthwise_plan(const Im2colShape& g);
 
-// The scratch depthwise_plane needs for geometry g (elements; bounded by a few thousand
-// plus a few padded rows of the plane).
-std::int64_t depthwise_scratch_elems(const Im2colShape& g);
+// out[p - p0] = init + sum over i < kh, j < kw of w[i * kw + j] * x(y * sh - ph + i * dh,
+// xo * sw - pw + j * dw) for the output pixels p = y * g.ow + xo in [p0, p1), x() being
+// zero outside the g.h x g.w plane `x` (g.c is ignored). `plan` is depthwise_plan(g);
+// `scratch` holds plan.scratch_elems values. float and double; NaN and Inf propagate as in
+// the plain sum (a NaN tap makes the outputs it touches NaN).
+template <class T>
+void depthwise_plane(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
+                     std::int64_t p0, std::int64_t p1, T* scratch);
 
 }  // namespace kiln::cpu

@@ -1,7 +1,8 @@
 #pragma once
-// The host's compute kernels that the interpreter's matmul and conv2d (tier 0) and tier 1's
-// matmul and conv kernels share: the GEMM, the depthwise plane kernel of conv2d (depthwise.h), and the
-// choice of instruction set for them. Compiled ahead of time with the library (no JIT).
+// The host's compute kernels that the tiers' matmul, conv2d and max_pool2d share (the
+// interpreter's, tier 1's, and tier 2's through callouts): the GEMM, the table of every
+// vectorised kernel (the GEMM's, the depthwise plane's of depthwise.h, the max pool's of
+// pool.h), and the choice of instruction set for them. Compiled ahead of time with the library (no JIT).
 //
 // The library is compiled for generic x86-64, so the vector kernels are compiled per
 // instruction set with function-level target options (simd_avx2.cpp: AVX2 + FMA;
@@ -14,8 +15,8 @@
 // KC rows of B and NC columns, B is packed into panels of NR columns (kc x NR, zero padded);
 // for each block of MC rows of A, A is packed into panels of MR rows (kc x MR, interleaved);
 // an MR x NR register tile of C accumulates a panel of A times a panel of B. When A has at
-// most 16 rows a panel of B would be used too few times: B is then streamed row by row, unpacked,
-// against those rows (a batch-1 dense layer is such a product).
+// most 16 rows a panel of B would be used too few times: B is then streamed row by row,
+// unpacked, against those rows (a batch-1 dense layer is such a product).
 #include "src/cpu/im2col.h"
 
 #include <cstdint>
@@ -38,8 +39,10 @@ std::optional<CpuIsa> parse_cpu_isa_cap(std::string_view text);
 // kiln::Options::from_env reports it).
 CpuIsa kernel_cpu_isa();
 
-// The largest register tile height of any kernel (AVX-512: 12 rows).
+// The largest register tile height of any kernel (AVX-512: 12 rows), and the most lanes of
+// any kernel's vector (AVX-512 f32: 16).
 inline constexpr int kMaxTileRows = 12;
+inline constexpr int kMaxLanes = 16;
 
 // c[r * ldc + j] += sum_k a[k * MR + r] * b[k * ldb + j] for r < rows (the function's own
 // row count), j < cols; a is one packed panel of A (MR values per k, MR = the kernel set's

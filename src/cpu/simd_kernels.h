@@ -288,9 +288,12 @@ void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, co
             for (I64 r = 0; r < nrows; ++r) {
                 for (I64 i = 0; i < taps; ++i) in_rows[i] = band + (r * g.sh + (i0 + i) * g.dh) * pl.wp;
                 T* o = flat + r * pl.wp;
-                if (g.sw == 1 || g.sw == 2) {
-                    if (g.sw == 1) dw_row<S, 1, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
-                    else if (k3) dw_row<S, 2, true>(g.ow, 3, in_rows, w_rows, 3, g.dw, o);
+                if (g.sw == 1) {
+                    dw_row<S, 1, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
+                    continue;
+                }
+                if (g.sw == 2) {
+                    if (k3) dw_row<S, 2, true>(g.ow, 3, in_rows, w_rows, 3, g.dw, o);
                     else dw_row<S, 2, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
                     continue;
                 }
@@ -324,6 +327,7 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
     const V vlow = S::bcast(&lowest);
     const I64 tw = (g.ow - 1) * g.sw + g.kw;           // row positions the windows cover
     const I64 n = g.w < tw - g.pw ? g.w : tw - g.pw;   // input columns inside them
+    static_assert(W <= kMaxLanes, "pool.cpp sizes the scratch for kMaxLanes");
     T* row = scratch;                                  // tw + 2W + 1 values
     for (I64 y = 0; y < g.oh; ++y) {
         fill_n<S>(row, tw + 2 * W + 1, lowest);

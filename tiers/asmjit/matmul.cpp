@@ -178,6 +178,7 @@ public:
             // One input channel per group (depthwise): the direct kernel the interpreter
             // runs (src/cpu/depthwise.h), instead of a GEMM of depth kh * kw.
             depthwise_ = geo_.c == 1 && !dense_b_ && geo_.ow > 0;
+            if (depthwise_) dw_plan_ = cpu::depthwise_plan(geo_);
         } else {
             dense_b_ = true;
         }
@@ -220,10 +221,10 @@ private:
         const I64 taps = geo_.kh * geo_.kw;
         // The same size on every block, so the thread's scratch stays where it is.
         const I64 tile_max = m_ * (p_.col_block > 0 ? std::min(p_.col_block, n_) : n_);
-        T* tile = static_cast<T*>(kernel_scratch((tile_max + cpu::depthwise_scratch_elems(geo_)) * static_cast<I64>(sizeof(T))));
+        T* tile = static_cast<T*>(kernel_scratch((tile_max + dw_plan_.scratch_elems) * static_cast<I64>(sizeof(T))));
         if (tile == nullptr) return false;
         for (I64 r = r0; r < r1; ++r)
-            cpu::depthwise_plane<T>(p_.isa, geo_, plane, w + r * taps, T(0), tile + (r - r0) * (c1 - c0), c0, c1, tile + tile_max);
+            cpu::depthwise_plane<T>(p_.isa, geo_, dw_plan_, plane, w + r * taps, T(0), tile + (r - r0) * (c1 - c0), c0, c1, tile + tile_max);
         bufs_[p_.nbuf] = tile;
         I64* x = ext_ + p_.nparams;
         x[kRow0] = r0, x[kRow1] = r1, x[kCol0] = c0, x[kCol1] = c1;
@@ -268,6 +269,7 @@ private:
     I64 m_ = 0, n_ = 0, k_ = 0;
     cpu::Im2colShape geo_{};
     bool dense_b_ = true, depthwise_ = false;
+    cpu::DwPlan dw_plan_{};  // when depthwise_
 };
 
 }  // namespace

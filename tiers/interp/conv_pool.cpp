@@ -58,12 +58,13 @@ template <class C>
 void conv_depthwise(const ConvShape& cs, const SimdKernels<C>& kr, const C* px, const C* pw,
                     const std::vector<double>& bias, C* po) {
     const cpu::Im2colShape g{1, cs.h, cs.w, cs.ow, cs.wh.k, cs.ww.k, cs.wh.s, cs.ww.s, cs.wh.p, cs.ww.p, cs.wh.d, cs.ww.d};
+    const cpu::DwPlan plan = cpu::depthwise_plan(g);
     const I64 npix = cs.oh * cs.ow;
     core::parallel_range(cs.n * cs.o, npix * cs.wh.k * cs.ww.k, [&](I64 lo, I64 hi) {
-        std::vector<C> scratch(static_cast<std::size_t>(cpu::depthwise_scratch_elems(g)));
+        std::vector<C> scratch(static_cast<std::size_t>(plan.scratch_elems));
         for (I64 t = lo; t < hi; ++t) {
             const I64 ni = t / cs.o, oc = t % cs.o, plane = ni * cs.cin + oc / cs.og;
-            cpu::depthwise_plane<C>(kr.isa, g, px + plane * cs.h * cs.w, pw + oc * cs.wh.k * cs.ww.k,
+            cpu::depthwise_plane<C>(kr.isa, g, plan, px + plane * cs.h * cs.w, pw + oc * cs.wh.k * cs.ww.k,
                                     static_cast<C>(bias[static_cast<std::size_t>(oc)]), po + t * npix, 0, npix,
                                     scratch.data());
         }

@@ -13,8 +13,8 @@
 //           last depth block ? epilogue(acc) -> C : acc -> partial sums
 //
 // A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
-// compute type is not packed: B streams row by row through the ahead-of-time rows kernel of src/cpu
-// (stream()), then the epilogue runs over the result.
+// compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
+// src/cpu (stream()), then the epilogue runs over the result.
 // A convolution's B (kir::Im2col) is packed straight from the input image, one run of
 // output pixels of one output row at a time (see pack_im2col): the im2col matrix is never
 // built.
@@ -45,7 +45,6 @@
 #include <llvm/IR/Module.h>
 
 #include <atomic>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -500,7 +499,10 @@ private:
                     // The common case: a whole strip (NR pixels) inside one input row, no
                     // padding: NR/VW vector copies.
                     Value* whole = b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(nr_)));
-                    auto part = widened_b() ? std::function<void()>(general) : [&] { masked_run(src, dq, lo, hi, len); };
+                    auto part = [&] {
+                        if (widened_b()) general();
+                        else masked_run(src, dq, lo, hi, len);
+                    };
                     if_else(whole, [&] {
                         for (int v = 0; v < nv_; ++v) {
                             Value* x = load_in(db_, selem(db_, src, i64(v * vw_)), vw_);

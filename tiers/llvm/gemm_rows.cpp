@@ -26,12 +26,13 @@ void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std
 template <class T>
 void depthwise_of(const std::int64_t* geo, const T* x, const T* w, T* out, std::int64_t p0, std::int64_t p1) noexcept {
     const cpu::Im2colShape g{geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]};
-    T* scratch = static_cast<T*>(kernel_scratch(cpu::depthwise_scratch_elems(g) * static_cast<std::int64_t>(sizeof(T))));
+    const cpu::DwPlan plan = cpu::depthwise_plan(g);
+    T* scratch = static_cast<T*>(kernel_scratch(plan.scratch_elems * static_cast<std::int64_t>(sizeof(T))));
     if (scratch == nullptr) {
         kernel_failed();
         return;
     }
-    cpu::depthwise_plane<T>(cpu::kernel_cpu_isa(), g, x, w, T(0), out, p0, p1, scratch);
+    cpu::depthwise_plane<T>(cpu::kernel_cpu_isa(), g, plan, x, w, T(0), out, p0, p1, scratch);
 }
 
 }  // namespace
