@@ -1,7 +1,7 @@
 // interp_kernels: the interpreter's (tier 0) matmul and conv2d throughput, in GFLOP/s, and with
 // --tier 1 or 2 that of the same graphs compiled at that tier alone.
 //
-//   usage: interp_kernels [--quick] [--dtype f32|f64]
+//   usage: interp_kernels [--quick] [--dtype f32|f64] [--tier 0|1|2] [--only SUBSTRING]
 //
 // A model's first calls run on the interpreter, so its GEMM and convolution kernels set the
 // first-call latency. Each shape is one graph with one op, run through an engine with the JIT
@@ -10,7 +10,8 @@
 //   matmul  MxKxN: 1x784x1024 (a batch-1 dense layer), 4x, 8x and 61x784x1024 (a few rows,
 //                  and batches that leave rows beside the register tiles), 128x256x1024, 512x512x512,
 //                  128x768x3072 (a bert-base FFN layer at sequence length 128)
-//   conv2d        : resnet18's 64ch 56x56 3x3 (pad 1), mobilenet_v2's 32ch 112x112 3x3
+//   conv2d        : resnet18's 64ch 56x56, 256ch 14x14 and 512ch 7x7 3x3 (pad 1), its stem
+//                  (7x7 stride 2, 3 -> 64 channels, 224x224), mobilenet_v2's 32ch 112x112 3x3
 //                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
 //                  (64 -> 256 channels, 56x56)
 // GFLOP/s counts 2 flops per multiply-add (bias and padding not counted). Set
@@ -105,15 +106,17 @@ template <class F> Times time_calls(F&& body, int reps, double min_rep_ms) {
 int main(int argc, char** argv) {
     bool quick = false;
     int tier = 0;
+    std::string only;  // --only: the shapes whose name contains it
     DType dt = DType::f32;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) quick = true;
         else if (std::strcmp(argv[i], "--tier") == 0 && i + 1 < argc) tier = std::atoi(argv[++i]);
+        else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
         else if (std::strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             const std::string d = argv[++i];
             dt = d == "f64" ? DType::f64 : d == "f16" ? DType::f16 : DType::f32;
         } else {
-            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16] [--tier 0|1|2]\n");
+            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16] [--tier 0|1|2] [--only SUBSTRING]\n");
             return 2;
         }
     }
@@ -141,6 +144,9 @@ int main(int argc, char** argv) {
     cases.push_back(matmul_case(512, 512, 512, dt));
     cases.push_back(matmul_case(128, 768, 3072, dt));
     cases.push_back(conv_case("conv_resnet18_64c56_3x3", 64, 64, 56, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_256c14_3x3", 256, 256, 14, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_512c7_3x3", 512, 512, 7, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_stem_7x7s2", 3, 64, 224, 7, 2, 3, 1, dt));
     cases.push_back(conv_case("conv_mbv2_dw32c112_3x3", 32, 32, 112, 3, 1, 1, 32, dt));
     cases.push_back(conv_case("conv_mbv2_dw144c56_3x3s2", 144, 144, 56, 3, 2, 1, 144, dt));
     cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));
@@ -149,6 +155,7 @@ int main(int argc, char** argv) {
     const double min_rep_ms = quick ? 5 : 20;
     std::printf("%-28s %10s %10s %14s %14s\n", "shape", "ms (wall)", "ms (cpu)", "GFLOP/s (wall)", "GFLOP/s (cpu)");
     for (Case& c : cases) {
+        if (!only.empty() && c.name.find(only) == std::string::npos) continue;
         kiln::Function f = engine.load(c.graph);
         f(c.inputs);  // warm-up (and, with --tier, the compile)
         f(c.inputs);

@@ -97,6 +97,17 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.o = 150; c.c = 2; c.h = 6; c.w = 6; c.pad = {1, 1}; });  // two row blocks
     add([](ConvCase& c) { c.c = 70; c.o = 9; c.h = 6; c.w = 7; c.pad = {1, 1}; c.epi = 1; });  // k = 630: depth blocks
     add([](ConvCase& c) { c.h = 3; c.w = 3; c.pad = {4, 4}; c.stride = {2, 3}; c.dil = {2, 2}; });  // mostly padding
+    // Output rows wide enough for the LLVM tier's unpacked path at every vector width
+    // (tiers/llvm/gemm.cpp, direct()): rows that fill most strips, pixel blocks that start
+    // inside a row, channels beside the register tiles, stride 2, dilation, groups, f64,
+    // and 1x1 convolutions (dense, and of stride 2).
+    add([](ConvCase& c) { c.c = 5; c.o = 11; c.h = 12; c.w = 56; c.pad = {1, 1}; c.epi = 2; });
+    add([](ConvCase& c) { c.c = 3; c.o = 10; c.h = 9; c.w = 100; c.kh = 7; c.kw = 7; c.stride = {2, 2}; c.pad = {3, 3}; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 4; c.o = 9; c.h = 7; c.w = 50; c.dil = {2, 2}; c.pad = {2, 2}; c.epi = 3; });
+    add([](ConvCase& c) { c.c = 6; c.o = 4; c.groups = 2; c.h = 5; c.w = 30; c.pad = {1, 1}; });
+    add([](ConvCase& c) { c.c = 7; c.o = 17; c.h = 6; c.w = 30; c.pad = {0, 1}; c.n = 2; c.dt = DType::f64; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 19; c.o = 21; c.h = 9; c.w = 13; c.kh = 1; c.kw = 1; c.epi = 3; });
+    add([](ConvCase& c) { c.c = 8; c.o = 16; c.h = 4; c.w = 60; c.kh = 1; c.kw = 1; c.stride = {2, 2}; c.bias = false; });
     return v;
 }
 

@@ -99,6 +99,10 @@ public:
         tile_->setAlignment(llvm::Align(64));
         sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(kStreamRows * kStreamCols)), nullptr, "gemm.rows");
         sbuf_->setAlignment(llvm::Align(64));
+        // direct(): the register tile's accumulators, kept in memory between the loops of
+        // the filter's taps; SROA turns them into vector registers.
+        dacc_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(mr_ * nv_)), nullptr, "direct.acc");
+        dacc_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         if (h_.im2col) {
             geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
             geo_->setAlignment(llvm::Align(8));
@@ -180,6 +184,7 @@ private:
     llvm::AllocaInst* tile_ = nullptr;
     llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to kStreamRows rows
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
+    llvm::AllocaInst* dacc_ = nullptr;  // direct(): the accumulators
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
@@ -270,6 +275,16 @@ private:
         b_.SetInsertPoint(done);
     }
 
+    // if_else, emitting one side alone when `cond` is a constant (a specialised kernel).
+    template <class F, class G> void choose(Value* cond, F then, G otherwise) {
+        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(cond)) {
+            if (known->isOne()) then();
+            else otherwise();
+            return;
+        }
+        if_else(cond, then, otherwise);
+    }
+
     // cond ? make() : otherwise (make() runs only when cond holds).
     template <class F> Value* if_value(Value* cond, F make, Value* otherwise) {
         auto* pre = b_.GetInsertBlock();
@@ -312,13 +327,17 @@ private:
         } else if (h_.im2col && !widened_b() && !widened_a()) {
             // One input channel per group (depth = the filter's taps): the direct kernel. A
             // specialised kernel knows which, and emits that path alone (less to compile).
-            Value* dw = b_.CreateICmpEQ(k_dim_, im_khw_);
-            if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(dw)) {
-                if (known->isOne()) depthwise(ab, xb, i0, rows, j0, j1);
-                else blocked(ab, bb, xb, i0, rows, j0, j1);
-            } else {
-                if_else(dw, [&] { depthwise(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
-            }
+            // Otherwise, stride 1 or 2 along rows and wide enough output rows: the implicit GEMM
+            // that reads B straight from the image (direct()), else the packed one.
+            auto conv = [&] {
+                if (h_.im2col->stride[1] > 2) {
+                    blocked(ab, bb, xb, i0, rows, j0, j1);
+                    return;
+                }
+                choose(direct_applies(), [&] { direct(ab, xb, i0, rows, j0, j1); },
+                       [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+            };
+            choose(b_.CreateICmpEQ(k_dim_, im_khw_), [&] { depthwise(ab, xb, i0, rows, j0, j1); }, conv);
         } else {
             blocked(ab, bb, xb, i0, rows, j0, j1);
         }
@@ -404,6 +423,165 @@ private:
                 epilogue(sbuf_, kStreamCols, row, i64(1), jc, n);
             });
         });
+    }
+
+    // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself
+    // (input channel x pixels), so the output pixels of a batch entry form one run.
+    Value* dense_conv() {
+        const kir::Im2col& c = *h_.im2col;
+        if (c.stride[0] != 1 || c.stride[1] != 1 || c.pad[0] != 0 || c.pad[1] != 0) return b_.getFalse();
+        return b_.CreateICmpEQ(im_khw_, i64(1));
+    }
+
+    // Whether direct() serves this convolution (stride 1 or 2 along rows, checked by the caller):
+    // a dense one, or output rows that fill at least 3/4 of the strips of NR pixels they
+    // take (a strip does not cross an output row).
+    Value* direct_applies() {
+        Value* strips = b_.CreateSDiv(b_.CreateAdd(im_ow_, i64(nr_ - 1)), i64(nr_));
+        Value* filled = b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(strips, i64(3 * nr_)));
+        return b_.CreateOr(dense_conv(), filled);
+    }
+
+    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels) of a
+    // convolution of stride sw = 1 or 2 along rows, without packing: a register tile of MR
+    // channels by a strip of NR consecutive pixels of one output row loads, for each input
+    // channel and tap (i, j), its B vectors straight from the input row
+    // iy = y * sh - ph + i * dh at columns x0 * sw - pw + j * dw, ... (stride 2: a vector
+    // of twice the width, its even lanes kept), and broadcasts the weights from A as the
+    // packed path does. Strips that touch the padding (or are short) use masked loads, whose masked-off
+    // lanes read nothing and give 0. Leftover rows (fewer than MR) run the MR-row tile with
+    // the last row repeated (their epilogue stores the real rows only): one kernel, not four.
+    void direct(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        const kir::Im2col& c = *h_.im2col;
+        Value* dense = dense_conv();
+        Value* rowlen = b_.CreateSelect(dense, n_, im_ow_);  // pixels of a run
+        Value* width = b_.CreateSelect(dense, n_, im_w_);    // the input row a run reads
+        Value* kh = em_.index(c.kh);
+        Value* span_x = b_.CreateMul(b_.CreateSub(im_kw_, i64(1)), i64(c.dilation[1]));
+        Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
+        loop_by(j0, j1, "direct.run", [&](Value* col) {
+            Value* y = b_.CreateSDiv(col, rowlen);
+            Value* x = b_.CreateSRem(col, rowlen);
+            Value* len = smin(b_.CreateSub(rowlen, x), b_.CreateSub(j1, col));
+            Value* iy0 = b_.CreateSub(b_.CreateMul(y, i64(c.stride[0])), i64(c.pad[0]));
+            Value* rows_in = b_.CreateAnd(b_.CreateICmpSGE(iy0, i64(0)), b_.CreateICmpSLT(b_.CreateAdd(iy0, span_y), im_h_));
+            loop(i64(0), len, i64(nr_), "direct.strip", [&](Value* q) {
+                Value* cols = smin(i64(nr_), b_.CreateSub(len, q));
+                const std::int64_t sw = c.stride[1];
+                Value* ix0 = b_.CreateSub(b_.CreateMul(b_.CreateAdd(x, q), i64(sw)), i64(c.pad[1]));
+                Value* inside = b_.CreateAnd(
+                    b_.CreateICmpEQ(cols, i64(nr_)),
+                    b_.CreateAnd(b_.CreateICmpSGE(ix0, i64(0)),
+                                 b_.CreateICmpSLT(b_.CreateAdd(ix0, b_.CreateAdd(span_x, i64(nr_ * sw - 1))), width)));
+                inside = b_.CreateAnd(inside, rows_in);
+                DirectStrip st{ab, xb, i0, iy0, ix0, cols, width, kh};
+                loop(i64(0), rows, i64(mr_), "direct.ir", [&](Value* ir) {
+                    Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
+                    if_else(inside, [&] { micro_direct(st, ir, left, false); }, [&] { micro_direct(st, ir, left, true); });
+                    epilogue(tile_, nr_, b_.CreateAdd(i0, ir), left, b_.CreateAdd(col, q), cols);
+                });
+            });
+            return len;
+        });
+    }
+
+    struct DirectStrip {
+        Value *ab, *xb, *i0, *iy0, *ix0, *cols, *width, *kh;
+    };
+
+    // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR) over
+    // strip `st`, into the stack tile. `masked`: B loads masked by the input's bounds.
+    void micro_direct(const DirectStrip& st, Value* ir, Value* left, bool masked) {
+        const kir::Im2col& c = *h_.im2col;
+        const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
+        const auto nacc = static_cast<std::size_t>(mr_ * nv_);
+        auto accp = [&](std::size_t i) { return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, i); };
+        Value* zero = llvm::ConstantAggregateZero::get(vt_);
+        for (std::size_t i = 0; i < nacc; ++i) b_.CreateAlignedStore(zero, accp(i), va);
+        std::vector<Value*> arow(static_cast<std::size_t>(mr_));
+        for (int r = 0; r < mr_; ++r) {
+            Value* row = b_.CreateAdd(b_.CreateAdd(st.i0, ir), smin(i64(r), b_.CreateSub(left, i64(1))));
+            arow[static_cast<std::size_t>(r)] = selem(da_, st.ab, b_.CreateMul(row, k_dim_));
+        }
+        // Stride sw: each B vector is every sw-th lane of a load of sw * VW elements.
+        const std::int64_t sw = c.stride[1];
+        const auto vw = static_cast<unsigned>(vw_), wide = static_cast<unsigned>(vw_ * sw);
+        std::vector<int> pick;
+        for (unsigned l = 0; l < vw; ++l) pick.push_back(static_cast<int>(l * static_cast<unsigned>(sw)));
+        auto* wt = llvm::FixedVectorType::get(t_, wide);
+        Value* wzero = llvm::ConstantAggregateZero::get(wt);
+        Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+        Value* plane = b_.CreateMul(im_h_, im_w_);
+        loop(i64(0), cin, i64(1), "direct.ci", [&](Value* ci) {
+            Value* pl = b_.CreateGEP(storage(db_), st.xb, b_.CreateMul(ci, plane));  // not inbounds: see below
+            Value* kci = b_.CreateMul(ci, im_khw_);
+            taps(st.kh, "direct.i", [&](Value* i) {
+                Value* iy = b_.CreateAdd(st.iy0, b_.CreateMul(i, i64(c.dilation[0])));
+                // A masked strip skips the taps whose input row lies outside the image.
+                Value* rowp = b_.CreateGEP(storage(db_), pl, b_.CreateAdd(b_.CreateMul(iy, im_w_), st.ix0));
+                Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
+                auto row = [&] { taps(im_kw_, "direct.j", [&](Value* j) {
+                    Value* dx = b_.CreateMul(j, i64(c.dilation[1]));
+                    Value* bptr = b_.CreateGEP(storage(db_), rowp, dx);
+                    std::vector<Value*> bv(static_cast<std::size_t>(nv_));
+                    for (int v = 0; v < nv_; ++v) {
+                        Value* from = b_.CreateGEP(storage(db_), bptr, i64(v * vw_ * sw));
+                        Value* x = nullptr;
+                        if (!masked) {
+                            x = b_.CreateAlignedLoad(wt, from, ea);
+                        } else {
+                            Value* bits = b_.CreateTrunc(b_.CreateLShr(lane_mask(b_.CreateAdd(st.ix0, dx), st), i64(v * vw_ * sw)),
+                                                         b_.getIntNTy(wide));
+                            x = b_.CreateMaskedLoad(wt, from, ea, b_.CreateBitCast(bits, llvm::FixedVectorType::get(b_.getInt1Ty(), wide)), wzero);
+                        }
+                        bv[static_cast<std::size_t>(v)] = sw == 1 ? x : b_.CreateShuffleVector(x, pick);
+                    }
+                    Value* k = b_.CreateAdd(kr, j);
+                    for (int r = 0; r < mr_; ++r) {
+                        Value* av = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], k), 1);
+                        Value* sp = b_.CreateVectorSplat(vw, av);
+                        for (int v = 0; v < nv_; ++v) {
+                            Value* p = accp(static_cast<std::size_t>(r * nv_ + v));
+                            Value* a = b_.CreateAlignedLoad(vt_, p, va);
+                            b_.CreateAlignedStore(
+                                b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, bv[static_cast<std::size_t>(v)], a}), p, va);
+                        }
+                    }
+                }); };
+                if (masked) if_then(b_.CreateICmpULT(iy, im_h_), row);
+                else row();
+            });
+        }, true);
+        Value* tile_rows = tile_;
+        for (int r = 0; r < mr_; ++r)
+            for (int v = 0; v < nv_; ++v)
+                b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(static_cast<std::size_t>(r * nv_ + v)), va),
+                                      elem(tile_rows, i64(r * nr_ + v * vw_)), va);
+    }
+
+    // The lanes t of a masked strip's loads (all NV of them, t < NV * VW * sw <= 64) whose
+    // input column base + t lies in [0, width) and that the strip's `cols` pixels use, as
+    // the bits of an i64: integer work beside the FMAs, instead of vector compares.
+    Value* lane_mask(Value* base, const DirectStrip& st) {
+        const std::int64_t total = nv_ * vw_ * h_.im2col->stride[1];
+        Value* lo = smax(b_.CreateNeg(base), i64(0));
+        Value* hi = smin(smin(b_.CreateSub(st.width, base), b_.CreateMul(st.cols, i64(h_.im2col->stride[1]))), i64(total));
+        hi = smax(hi, lo);
+        auto ones = [&](Value* n) {  // the n low bits, 0 <= n <= 64
+            Value* shifted = b_.CreateSub(b_.CreateShl(i64(1), smin(n, i64(63))), i64(1));
+            return b_.CreateSelect(b_.CreateICmpSGE(n, i64(64)), i64(-1), shifted);
+        };
+        return b_.CreateAnd(ones(hi), b_.CreateNot(ones(lo)));
+    }
+
+    // for (t = 0; t < count; ++t) body(t): straight-line code when `count` is a small
+    // constant (a specialised kernel's filter size), else a loop.
+    template <class F> void taps(Value* count, const std::string& name, F body) {
+        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(count); known && known->getSExtValue() <= 4) {
+            for (std::int64_t t = 0; t < known->getSExtValue(); ++t) body(i64(t));
+            return;
+        }
+        loop(i64(0), count, i64(1), name, body, true);
     }
 
     // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
