@@ -327,10 +327,16 @@ private:
         } else if (h_.im2col && !widened_b() && !widened_a()) {
             // One input channel per group (depth = the filter's taps): the direct kernel. A
             // specialised kernel knows which, and emits that path alone (less to compile).
-            // Otherwise, stride 1 or 2 along rows and wide enough output rows: the implicit GEMM
-            // that reads B straight from the image (direct()), else the packed one.
+            // Otherwise the implicit GEMM that reads B straight from the image: stride 1 on
+            // the padded grid (grid()), stride 2 along rows with wide enough output rows
+            // (direct()); else the packed one.
             auto conv = [&] {
-                if (h_.im2col->stride[1] > 2) {
+                const kir::Im2col& c = *h_.im2col;
+                if (c.stride[0] == 1 && c.stride[1] == 1) {
+                    choose(grid_applies(), [&] { grid(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+                    return;
+                }
+                if (c.stride[1] > 2) {
                     blocked(ab, bb, xb, i0, rows, j0, j1);
                     return;
                 }
@@ -474,7 +480,7 @@ private:
                     b_.CreateAnd(b_.CreateICmpSGE(ix0, i64(0)),
                                  b_.CreateICmpSLT(b_.CreateAdd(ix0, b_.CreateAdd(span_x, i64(nr_ * sw - 1))), width)));
                 inside = b_.CreateAnd(inside, rows_in);
-                DirectStrip st{ab, xb, i0, iy0, ix0, cols, width, kh};
+                DirectStrip st{ab, xb, i0, iy0, ix0, cols, width, kh, b_.CreateMul(im_h_, im_w_), im_w_};
                 loop(i64(0), rows, i64(mr_), "direct.ir", [&](Value* ir) {
                     Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
                     if_else(inside, [&] { micro_direct(st, ir, left, false); }, [&] { micro_direct(st, ir, left, true); });
@@ -485,8 +491,135 @@ private:
         });
     }
 
+    // Whether grid() serves this stride-1 convolution: a dense one, or one whose output
+    // rows are at least 3/4 of the padded rows (the rest of the grid is computed for nothing).
+    Value* grid_applies() {
+        Value* wp = b_.CreateAdd(im_w_, i64(2 * h_.im2col->pad[1]));
+        return b_.CreateOr(dense_conv(), b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(wp, i64(3))));
+    }
+
+    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels) of a
+    // convolution of stride 1. The input rows the block's output rows read are copied, per
+    // input channel, into a padded image of rows of wp = w + 2 * pw elements (zeros around;
+    // the scratch). On that grid, output pixel (y, x) of the block reads, for tap (i, j),
+    // element (y * wp + x) + i * dh * wp + j * dw of its channel: a strip of NR consecutive
+    // grid pixels is one unmasked vector load per tap even where it crosses output rows,
+    // and its pixels with x >= ow (the padding columns) are computed and not stored. A
+    // dense convolution's grid is the image itself (no copy).
+    void grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        const kir::Im2col& c = *h_.im2col;
+        Value* dense = dense_conv();
+        Value* kh = em_.index(c.kh);
+        Value* span_x = b_.CreateMul(b_.CreateSub(im_kw_, i64(1)), i64(c.dilation[1]));
+        Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
+        Value* wp = b_.CreateAdd(im_w_, i64(2 * c.pad[1]));
+        Value* ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
+        Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
+        Value* in_rows = b_.CreateSelect(dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, ya), i64(1)), span_y));
+        Value* plane = b_.CreateMul(in_rows, wp);
+        Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+        // The grid: the image, or the padded copy (and NR + span_x + wp zeros past its end,
+        // which the last strips read).
+        auto copy = [&]() -> Value* {
+            Value* slack = b_.CreateAdd(b_.CreateAdd(i64(nr_), span_x), wp);
+            Value* elems = b_.CreateAdd(b_.CreateMul(cin, plane), slack);
+            llvm::Module& mod = *fn_->getParent();
+            auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+            llvm::FunctionCallee scratch_fn =
+                mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
+            Value* buf = b_.CreateCall(scratch_fn, {b_.CreateMul(elems, i64(es_))});
+            if_else(b_.CreateIsNull(buf),
+                    [&] {
+                        llvm::FunctionCallee failed_fn =
+                            mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
+                        b_.CreateCall(failed_fn, {});
+                    },
+                    [&] { pad_rows(xb, buf, cin, ya, in_rows, wp, slack); });
+            return buf;
+        };
+        Value* buf = nullptr;
+        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(dense)) {
+            buf = known->isOne() ? xb : copy();
+        } else {
+            auto* pre = b_.GetInsertBlock();
+            auto* cp = block_named("grid.copy");
+            auto* done = block_named("grid.ready");
+            b_.CreateCondBr(dense, done, cp);
+            b_.SetInsertPoint(cp);
+            Value* copied = copy();
+            auto* cp_end = b_.GetInsertBlock();
+            b_.CreateBr(done);
+            b_.SetInsertPoint(done);
+            auto* phi = b_.CreatePHI(xb->getType(), 2);
+            phi->addIncoming(xb, pre);
+            phi->addIncoming(copied, cp_end);
+            buf = phi;
+        }
+        // A failed scratch allocation: no work (tier.h).
+        if_then(b_.CreateIsNotNull(buf), [&] {
+            // Grid pixel of output pixel j: (j / ow - ya) * wp + j % ow.
+            auto at = [&](Value* j) {
+                return b_.CreateAdd(b_.CreateMul(b_.CreateSub(b_.CreateSDiv(j, im_ow_), ya), wp), b_.CreateSRem(j, im_ow_));
+            };
+            Value* g0 = at(j0);
+            Value* g1 = b_.CreateAdd(at(b_.CreateSub(j1, i64(1))), i64(1));
+            loop(g0, g1, i64(nr_), "grid.strip", [&](Value* gs) {
+                DirectStrip st{ab, buf, i0, i64(0), gs, i64(nr_), wp, kh, plane, wp};
+                loop(i64(0), rows, i64(mr_), "grid.ir", [&](Value* ir) {
+                    Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
+                    micro_direct(st, ir, left, false);
+                    // Store the strip's output pixels: a run per grid row it touches.
+                    Value* r0 = b_.CreateSDiv(gs, wp);
+                    Value* r1 = b_.CreateSDiv(b_.CreateSub(smin(b_.CreateAdd(gs, i64(nr_)), g1), i64(1)), wp);
+                    loop(r0, b_.CreateAdd(r1, i64(1)), i64(1), "grid.run", [&](Value* r) {
+                        Value* rs = b_.CreateMul(r, wp);
+                        Value* x_lo = smax(b_.CreateSub(gs, rs), i64(0));
+                        Value* x_hi = smin(smin(b_.CreateSub(b_.CreateAdd(gs, i64(nr_)), rs), im_ow_),
+                                           b_.CreateSub(g1, rs));
+                        Value* out_row = b_.CreateMul(b_.CreateAdd(ya, r), im_ow_);
+                        // Clipped to the block's pixels [j0, j1).
+                        Value* o_lo = smax(b_.CreateAdd(out_row, x_lo), j0);
+                        Value* o_hi = smin(b_.CreateAdd(out_row, x_hi), j1);
+                        if_then(b_.CreateICmpSLT(o_lo, o_hi), [&] {
+                            Value* t0 = b_.CreateSub(b_.CreateAdd(rs, b_.CreateSub(o_lo, out_row)), gs);
+                            epilogue(elem(tile_, t0), nr_, b_.CreateAdd(i0, ir), left, o_lo, b_.CreateSub(o_hi, o_lo));
+                        });
+                    }, true);
+                });
+            });
+        });
+    }
+
+    // The padded copy of grid(): for each of `cin` input channels, `in_rows` rows of wp
+    // elements (input rows ya - ph ..., zeros outside the image, pw zeros each side), then
+    // `slack` zeros.
+    void pad_rows(Value* xb, Value* buf, Value* cin, Value* ya, Value* in_rows, Value* wp, Value* slack) {
+        const kir::Im2col& c = *h_.im2col;
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        Value* plane_in = b_.CreateMul(im_h_, im_w_);
+        Value* plane = b_.CreateMul(in_rows, wp);
+        Value* esz = i64(es_);
+        loop(i64(0), cin, i64(1), "pad.ci", [&](Value* ci) {
+            loop(i64(0), in_rows, i64(1), "pad.r", [&](Value* r) {
+                Value* iy = b_.CreateAdd(b_.CreateSub(ya, i64(c.pad[0])), r);
+                Value* dst = elem(buf, b_.CreateAdd(b_.CreateMul(ci, plane), b_.CreateMul(r, wp)));
+                if_else(b_.CreateICmpULT(iy, im_h_),
+                        [&] {
+                            if (c.pad[1] > 0) b_.CreateMemSet(dst, b_.getInt8(0), i64(c.pad[1] * es_), ea);
+                            Value* src = selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane_in), b_.CreateMul(iy, im_w_)));
+                            b_.CreateMemCpy(elem(dst, i64(c.pad[1])), ea, src, ea, b_.CreateMul(im_w_, esz));
+                            if (c.pad[1] > 0)
+                                b_.CreateMemSet(elem(dst, b_.CreateAdd(im_w_, i64(c.pad[1]))), b_.getInt8(0), i64(c.pad[1] * es_), ea);
+                        },
+                        [&] { b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(wp, esz), ea); });
+            }, true);
+        }, true);
+        b_.CreateMemSet(elem(buf, b_.CreateMul(cin, plane)), b_.getInt8(0), b_.CreateMul(slack, esz), ea);
+    }
+
     struct DirectStrip {
         Value *ab, *xb, *i0, *iy0, *ix0, *cols, *width, *kh;
+        Value *plane, *pitch;  // elements between input channels, and between input rows
     };
 
     // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR) over
@@ -511,14 +644,13 @@ private:
         auto* wt = llvm::FixedVectorType::get(t_, wide);
         Value* wzero = llvm::ConstantAggregateZero::get(wt);
         Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
-        Value* plane = b_.CreateMul(im_h_, im_w_);
         loop(i64(0), cin, i64(1), "direct.ci", [&](Value* ci) {
-            Value* pl = b_.CreateGEP(storage(db_), st.xb, b_.CreateMul(ci, plane));  // not inbounds: see below
+            Value* pl = b_.CreateGEP(storage(db_), st.xb, b_.CreateMul(ci, st.plane));  // not inbounds: see below
             Value* kci = b_.CreateMul(ci, im_khw_);
             taps(st.kh, "direct.i", [&](Value* i) {
                 Value* iy = b_.CreateAdd(st.iy0, b_.CreateMul(i, i64(c.dilation[0])));
                 // A masked strip skips the taps whose input row lies outside the image.
-                Value* rowp = b_.CreateGEP(storage(db_), pl, b_.CreateAdd(b_.CreateMul(iy, im_w_), st.ix0));
+                Value* rowp = b_.CreateGEP(storage(db_), pl, b_.CreateAdd(b_.CreateMul(iy, st.pitch), st.ix0));
                 Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
                 auto row = [&] { taps(im_kw_, "direct.j", [&](Value* j) {
                     Value* dx = b_.CreateMul(j, i64(c.dilation[1]));
