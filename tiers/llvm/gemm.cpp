@@ -99,9 +99,9 @@ public:
         tile_->setAlignment(llvm::Align(64));
         sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(kStreamRows * kStreamCols)), nullptr, "gemm.rows");
         sbuf_->setAlignment(llvm::Align(64));
-        // direct(): the register tile's accumulators, kept in memory between the loops of
+        // grid(): the register tile's accumulators, kept in memory between the loops of
         // the filter's taps; SROA turns them into vector registers.
-        dacc_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(mr_ * nv_)), nullptr, "direct.acc");
+        dacc_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(mr_ * nv_)), nullptr, "grid.acc");
         dacc_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         if (h_.im2col) {
             geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
@@ -184,7 +184,7 @@ private:
     llvm::AllocaInst* tile_ = nullptr;
     llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to kStreamRows rows
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
-    llvm::AllocaInst* dacc_ = nullptr;  // direct(): the accumulators
+    llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
@@ -327,21 +327,10 @@ private:
         } else if (h_.im2col && !widened_b() && !widened_a()) {
             // One input channel per group (depth = the filter's taps): the direct kernel. A
             // specialised kernel knows which, and emits that path alone (less to compile).
-            // Otherwise the implicit GEMM that reads B straight from the image: stride 1 on
-            // the padded grid (grid()), stride 2 along rows with wide enough output rows
-            // (direct()); else the packed one.
+            // Otherwise the implicit GEMM on the padded grid (grid()) where little of the
+            // grid is padding, else the packed one.
             auto conv = [&] {
-                const kir::Im2col& c = *h_.im2col;
-                if (c.stride[0] == 1 && c.stride[1] == 1) {
-                    choose(grid_applies(), [&] { grid(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
-                    return;
-                }
-                if (c.stride[1] > 2) {
-                    blocked(ab, bb, xb, i0, rows, j0, j1);
-                    return;
-                }
-                choose(direct_applies(), [&] { direct(ab, xb, i0, rows, j0, j1); },
-                       [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
+                choose(grid_applies(), [&] { grid(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
             };
             choose(b_.CreateICmpEQ(k_dim_, im_khw_), [&] { depthwise(ab, xb, i0, rows, j0, j1); }, conv);
         } else {
@@ -439,143 +428,103 @@ private:
         return b_.CreateICmpEQ(im_khw_, i64(1));
     }
 
-    // Whether direct() serves this convolution (stride 1 or 2 along rows, checked by the caller):
-    // a dense one, or output rows that fill at least 3/4 of the strips of NR pixels they
-    // take (a strip does not cross an output row).
-    Value* direct_applies() {
-        Value* strips = b_.CreateSDiv(b_.CreateAdd(im_ow_, i64(nr_ - 1)), i64(nr_));
-        Value* filled = b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(strips, i64(3 * nr_)));
-        return b_.CreateOr(dense_conv(), filled);
-    }
-
-    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels) of a
-    // convolution of stride sw = 1 or 2 along rows, without packing: a register tile of MR
-    // channels by a strip of NR consecutive pixels of one output row loads, for each input
-    // channel and tap (i, j), its B vectors straight from the input row
-    // iy = y * sh - ph + i * dh at columns x0 * sw - pw + j * dw, ... (stride 2: a vector
-    // of twice the width, its even lanes kept), and broadcasts the weights from A as the
-    // packed path does. Strips that touch the padding (or are short) use masked loads, whose masked-off
-    // lanes read nothing and give 0. Leftover rows (fewer than MR) run the MR-row tile with
-    // the last row repeated (their epilogue stores the real rows only): one kernel, not four.
-    void direct(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    // The grid's row length: ow, and the columns of the phase plane the last taps reach.
+    Value* grid_pitch() {
         const kir::Im2col& c = *h_.im2col;
-        Value* dense = dense_conv();
-        Value* rowlen = b_.CreateSelect(dense, n_, im_ow_);  // pixels of a run
-        Value* width = b_.CreateSelect(dense, n_, im_w_);    // the input row a run reads
-        Value* kh = em_.index(c.kh);
         Value* span_x = b_.CreateMul(b_.CreateSub(im_kw_, i64(1)), i64(c.dilation[1]));
-        Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
-        loop_by(j0, j1, "direct.run", [&](Value* col) {
-            Value* y = b_.CreateSDiv(col, rowlen);
-            Value* x = b_.CreateSRem(col, rowlen);
-            Value* len = smin(b_.CreateSub(rowlen, x), b_.CreateSub(j1, col));
-            Value* iy0 = b_.CreateSub(b_.CreateMul(y, i64(c.stride[0])), i64(c.pad[0]));
-            Value* rows_in = b_.CreateAnd(b_.CreateICmpSGE(iy0, i64(0)), b_.CreateICmpSLT(b_.CreateAdd(iy0, span_y), im_h_));
-            loop(i64(0), len, i64(nr_), "direct.strip", [&](Value* q) {
-                Value* cols = smin(i64(nr_), b_.CreateSub(len, q));
-                const std::int64_t sw = c.stride[1];
-                Value* ix0 = b_.CreateSub(b_.CreateMul(b_.CreateAdd(x, q), i64(sw)), i64(c.pad[1]));
-                Value* inside = b_.CreateAnd(
-                    b_.CreateICmpEQ(cols, i64(nr_)),
-                    b_.CreateAnd(b_.CreateICmpSGE(ix0, i64(0)),
-                                 b_.CreateICmpSLT(b_.CreateAdd(ix0, b_.CreateAdd(span_x, i64(nr_ * sw - 1))), width)));
-                inside = b_.CreateAnd(inside, rows_in);
-                DirectStrip st{ab, xb, i0, iy0, ix0, cols, width, kh, b_.CreateMul(im_h_, im_w_), im_w_};
-                loop(i64(0), rows, i64(mr_), "direct.ir", [&](Value* ir) {
-                    Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
-                    if_else(inside, [&] { micro_direct(st, ir, left, false); }, [&] { micro_direct(st, ir, left, true); });
-                    epilogue(tile_, nr_, b_.CreateAdd(i0, ir), left, b_.CreateAdd(col, q), cols);
-                });
-            });
-            return len;
-        });
+        return b_.CreateAdd(im_ow_, b_.CreateSDiv(span_x, i64(c.stride[1])));
     }
 
-    // Whether grid() serves this stride-1 convolution: a dense one, or one whose output
-    // rows are at least 3/4 of the padded rows (the rest of the grid is computed for nothing).
+    // Whether grid() serves this convolution: a dense one, or one whose output rows are at
+    // least 3/4 of the grid's rows (the rest is computed for nothing).
     Value* grid_applies() {
-        Value* wp = b_.CreateAdd(im_w_, i64(2 * h_.im2col->pad[1]));
-        return b_.CreateOr(dense_conv(), b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(wp, i64(3))));
+        return b_.CreateOr(dense_conv(), b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(grid_pitch(), i64(3))));
     }
 
-    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels) of a
-    // convolution of stride 1. The input rows the block's output rows read are copied, per
-    // input channel, into a padded image of rows of wp = w + 2 * pw elements (zeros around;
-    // the scratch). On that grid, output pixel (y, x) of the block reads, for tap (i, j),
-    // element (y * wp + x) + i * dh * wp + j * dw of its channel: a strip of NR consecutive
-    // grid pixels is one unmasked vector load per tap even where it crosses output rows,
-    // and its pixels with x >= ow (the padding columns) are computed and not stored. A
-    // dense convolution's grid is the image itself (no copy).
+    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels), without
+    // im2col packing. The input rows the block's output rows read are copied, per input
+    // channel, into sh x sw phase planes (stride sh x sw): phase (a, b) holds the zero-padded
+    // input at rows v * sh + a and columns u * sw + b, in rows of wq = grid_pitch() elements
+    // (only phase 0 along a filter dim of 1: phase_rows(), phase_cols()).
+    // On that grid, output pixel (y, x) of the block reads, for tap (i, j) with
+    // i * dh = oy * sh + a and j * dw = ox * sw + b, element (y + oy) * wq + x + ox of phase
+    // (a, b): a strip of NR consecutive grid pixels is one unmasked vector load per tap, even
+    // where it crosses output rows, and its pixels with x >= ow are computed and not stored.
+    // A dense convolution's grid is the image itself (no copy).
     void grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
         const kir::Im2col& c = *h_.im2col;
+        const std::int64_t phases = phase_rows() * phase_cols();
         Value* dense = dense_conv();
         Value* kh = em_.index(c.kh);
-        Value* span_x = b_.CreateMul(b_.CreateSub(im_kw_, i64(1)), i64(c.dilation[1]));
         Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
-        Value* wp = b_.CreateAdd(im_w_, i64(2 * c.pad[1]));
+        Value* wq = grid_pitch();
         Value* ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
         Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
-        Value* in_rows = b_.CreateSelect(dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, ya), i64(1)), span_y));
-        Value* plane = b_.CreateMul(in_rows, wp);
+        Value* q_rows = b_.CreateSelect(
+            dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, ya), i64(1)), b_.CreateSDiv(span_y, i64(c.stride[0]))));
+        Value* plane = b_.CreateMul(q_rows, wq);  // one phase plane
         Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
-        // The grid: the image, or the padded copy (and NR + span_x + wp zeros past its end,
-        // which the last strips read).
-        auto copy = [&]() -> Value* {
-            Value* slack = b_.CreateAdd(b_.CreateAdd(i64(nr_), span_x), wp);
-            Value* elems = b_.CreateAdd(b_.CreateMul(cin, plane), slack);
-            llvm::Module& mod = *fn_->getParent();
-            auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
-            llvm::FunctionCallee scratch_fn =
-                mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
-            Value* buf = b_.CreateCall(scratch_fn, {b_.CreateMul(elems, i64(es_))});
-            if_else(b_.CreateIsNull(buf),
-                    [&] {
-                        llvm::FunctionCallee failed_fn =
-                            mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
-                        b_.CreateCall(failed_fn, {});
-                    },
-                    [&] { pad_rows(xb, buf, cin, ya, in_rows, wp, slack); });
-            return buf;
-        };
-        Value* buf = nullptr;
-        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(dense)) {
-            buf = known->isOne() ? xb : copy();
-        } else {
-            auto* pre = b_.GetInsertBlock();
-            auto* cp = block_named("grid.copy");
-            auto* done = block_named("grid.ready");
-            b_.CreateCondBr(dense, done, cp);
-            b_.SetInsertPoint(cp);
-            Value* copied = copy();
-            auto* cp_end = b_.GetInsertBlock();
-            b_.CreateBr(done);
-            b_.SetInsertPoint(done);
-            auto* phi = b_.CreatePHI(xb->getType(), 2);
-            phi->addIncoming(xb, pre);
-            phi->addIncoming(copied, cp_end);
-            buf = phi;
-        }
+        // The grid: the phase planes in the scratch (and NR + 2 wq zeros past their end, which
+        // the last strips read); or the image itself, and in the scratch the last strip's
+        // columns of each channel, zero padded (its loads would read past the image).
+        Value* slack = b_.CreateAdd(i64(nr_), b_.CreateMul(wq, i64(2)));
+        Value* elems = b_.CreateSelect(dense, b_.CreateMul(cin, i64(nr_)),
+                                       b_.CreateAdd(b_.CreateMul(b_.CreateMul(cin, i64(phases)), plane), slack));
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        llvm::FunctionCallee scratch_fn =
+            mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
+        Value* scratch = b_.CreateCall(scratch_fn, {b_.CreateMul(elems, i64(es_))});
+        auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense);
+        if_else(b_.CreateIsNull(scratch),
+                [&] {
+                    llvm::FunctionCallee failed_fn = mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
+                    b_.CreateCall(failed_fn, {});
+                },
+                [&] {
+                    if (!dense_c || dense_c->isZero())
+                        if_then(b_.CreateNot(dense), [&] { phase_planes(xb, scratch, cin, ya, q_rows, wq, slack); });
+                });
+        Value* buf = b_.CreateSelect(dense, xb, scratch);
         // A failed scratch allocation: no work (tier.h).
-        if_then(b_.CreateIsNotNull(buf), [&] {
-            // Grid pixel of output pixel j: (j / ow - ya) * wp + j % ow.
+        if_then(b_.CreateIsNotNull(scratch), [&] {
+            // Grid pixel of output pixel j: (j / ow - ya) * wq + j % ow.
             auto at = [&](Value* j) {
-                return b_.CreateAdd(b_.CreateMul(b_.CreateSub(b_.CreateSDiv(j, im_ow_), ya), wp), b_.CreateSRem(j, im_ow_));
+                return b_.CreateAdd(b_.CreateMul(b_.CreateSub(b_.CreateSDiv(j, im_ow_), ya), wq), b_.CreateSRem(j, im_ow_));
             };
             Value* g0 = at(j0);
             Value* g1 = b_.CreateAdd(at(b_.CreateSub(j1, i64(1))), i64(1));
+            GridStrip st{ab, buf, i0, nullptr, kh, plane, wq};
             loop(g0, g1, i64(nr_), "grid.strip", [&](Value* gs) {
-                DirectStrip st{ab, buf, i0, i64(0), gs, i64(nr_), wp, kh, plane, wp};
+                st.gs = gs;
+                st.buf = buf;
+                st.plane = plane;
+                if (!dense_c || dense_c->isOne()) {
+                    Value* tail = b_.CreateAnd(dense, b_.CreateICmpSGT(b_.CreateAdd(gs, i64(nr_)), plane));
+                    if_then(tail, [&] {
+                        Value* n = b_.CreateMul(b_.CreateSub(plane, gs), i64(es_));
+                        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+                        loop(i64(0), cin, i64(1), "grid.tail", [&](Value* ci) {
+                            Value* dst = elem(scratch, b_.CreateMul(ci, i64(nr_)));
+                            b_.CreateMemCpy(dst, ea, selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane), gs)), ea, n);
+                            b_.CreateMemSet(b_.CreateGEP(b_.getInt8Ty(), dst, n), b_.getInt8(0),
+                                            b_.CreateSub(i64(nr_ * es_), n), ea);
+                        }, true);
+                    });
+                    // Not inbounds: the tail's base lies before the scratch; its loads do not.
+                    st.buf = b_.CreateSelect(tail, b_.CreateGEP(t_, scratch, b_.CreateNeg(gs)), buf);
+                    st.plane = b_.CreateSelect(tail, i64(nr_), plane);
+                }
                 loop(i64(0), rows, i64(mr_), "grid.ir", [&](Value* ir) {
                     Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
-                    micro_direct(st, ir, left, false);
+                    micro_grid(st, ir, left);
                     // Store the strip's output pixels: a run per grid row it touches.
-                    Value* r0 = b_.CreateSDiv(gs, wp);
-                    Value* r1 = b_.CreateSDiv(b_.CreateSub(smin(b_.CreateAdd(gs, i64(nr_)), g1), i64(1)), wp);
+                    Value* r0 = b_.CreateSDiv(gs, wq);
+                    Value* r1 = b_.CreateSDiv(b_.CreateSub(smin(b_.CreateAdd(gs, i64(nr_)), g1), i64(1)), wq);
                     loop(r0, b_.CreateAdd(r1, i64(1)), i64(1), "grid.run", [&](Value* r) {
-                        Value* rs = b_.CreateMul(r, wp);
+                        Value* rs = b_.CreateMul(r, wq);
                         Value* x_lo = smax(b_.CreateSub(gs, rs), i64(0));
-                        Value* x_hi = smin(smin(b_.CreateSub(b_.CreateAdd(gs, i64(nr_)), rs), im_ow_),
-                                           b_.CreateSub(g1, rs));
+                        Value* x_hi = smin(b_.CreateSub(b_.CreateAdd(gs, i64(nr_)), rs), im_ow_);
                         Value* out_row = b_.CreateMul(b_.CreateAdd(ya, r), im_ow_);
                         // Clipped to the block's pixels [j0, j1).
                         Value* o_lo = smax(b_.CreateAdd(out_row, x_lo), j0);
@@ -590,42 +539,71 @@ private:
         });
     }
 
-    // The padded copy of grid(): for each of `cin` input channels, `in_rows` rows of wp
-    // elements (input rows ya - ph ..., zeros outside the image, pw zeros each side), then
-    // `slack` zeros.
-    void pad_rows(Value* xb, Value* buf, Value* cin, Value* ya, Value* in_rows, Value* wp, Value* slack) {
-        const kir::Im2col& c = *h_.im2col;
-        const llvm::Align ea(static_cast<std::uint64_t>(es_));
-        Value* plane_in = b_.CreateMul(im_h_, im_w_);
-        Value* plane = b_.CreateMul(in_rows, wp);
-        Value* esz = i64(es_);
-        loop(i64(0), cin, i64(1), "pad.ci", [&](Value* ci) {
-            loop(i64(0), in_rows, i64(1), "pad.r", [&](Value* r) {
-                Value* iy = b_.CreateAdd(b_.CreateSub(ya, i64(c.pad[0])), r);
-                Value* dst = elem(buf, b_.CreateAdd(b_.CreateMul(ci, plane), b_.CreateMul(r, wp)));
-                if_else(b_.CreateICmpULT(iy, im_h_),
-                        [&] {
-                            if (c.pad[1] > 0) b_.CreateMemSet(dst, b_.getInt8(0), i64(c.pad[1] * es_), ea);
-                            Value* src = selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane_in), b_.CreateMul(iy, im_w_)));
-                            b_.CreateMemCpy(elem(dst, i64(c.pad[1])), ea, src, ea, b_.CreateMul(im_w_, esz));
-                            if (c.pad[1] > 0)
-                                b_.CreateMemSet(elem(dst, b_.CreateAdd(im_w_, i64(c.pad[1]))), b_.getInt8(0), i64(c.pad[1] * es_), ea);
-                        },
-                        [&] { b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(wp, esz), ea); });
-            }, true);
-        }, true);
-        b_.CreateMemSet(elem(buf, b_.CreateMul(cin, plane)), b_.getInt8(0), b_.CreateMul(slack, esz), ea);
+    // The phases of the grid, along rows and columns: the stride, or 1 for a filter of one
+    // row (column), whose taps read phase 0 alone (a 1x1 convolution of stride 2).
+    std::int64_t phase_rows() {
+        auto* k = llvm::dyn_cast<llvm::ConstantInt>(em_.index(h_.im2col->kh));
+        return k && k->isOne() ? 1 : h_.im2col->stride[0];
+    }
+    std::int64_t phase_cols() {
+        auto* k = llvm::dyn_cast<llvm::ConstantInt>(im_kw_);
+        return k && k->isOne() ? 1 : h_.im2col->stride[1];
     }
 
-    struct DirectStrip {
-        Value *ab, *xb, *i0, *iy0, *ix0, *cols, *width, *kh;
-        Value *plane, *pitch;  // elements between input channels, and between input rows
+    // The phase planes of grid(): for each of `cin` input channels and phase (a, b), q_rows
+    // rows of wq elements, row v and column u holding the input at row (ya + v) * sh + a - ph
+    // and column u * sw + b - pw (zero outside the image); then `slack` zeros.
+    void phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* q_rows, Value* wq, Value* slack) {
+        const kir::Im2col& c = *h_.im2col;
+        const std::int64_t sh = c.stride[0], sw = c.stride[1], py = phase_rows(), px = phase_cols();
+        const llvm::Align ea(static_cast<std::uint64_t>(es_));
+        Value* plane_in = b_.CreateMul(im_h_, im_w_);
+        Value* plane = b_.CreateMul(q_rows, wq);
+        Value* esz = i64(es_);
+        loop(i64(0), cin, i64(1), "phase.ci", [&](Value* ci) {
+            for (std::int64_t a = 0; a < py; ++a)
+                for (std::int64_t bb = 0; bb < px; ++bb) {
+                    Value* dst0 = elem(buf, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ci, i64(py * px)), i64(a * px + bb)), plane));
+                    // Columns u in [lo, hi) read the image: 0 <= u * sw + bb - pw < w.
+                    const std::int64_t first = bb - c.pad[1];
+                    Value* lo = i64(first >= 0 ? 0 : (-first + sw - 1) / sw);
+                    Value* hi = smax(smin(wq, b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(im_w_, i64(first)), i64(sw - 1)), i64(sw))), lo);
+                    loop(i64(0), q_rows, i64(1), "phase.r", [&](Value* r) {
+                        Value* iy = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(ya, r), i64(sh)), i64(a - c.pad[0]));
+                        Value* dst = elem(dst0, b_.CreateMul(r, wq));
+                        if_else(b_.CreateICmpULT(iy, im_h_),
+                                [&] {
+                                    b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(lo, esz), ea);
+                                    Value* src = selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane_in), b_.CreateMul(iy, im_w_)));
+                                    Value* from = b_.CreateAdd(b_.CreateMul(lo, i64(sw)), i64(first));
+                                    if (sw == 1) {
+                                        b_.CreateMemCpy(elem(dst, lo), ea, selem(db_, src, from), ea, b_.CreateMul(b_.CreateSub(hi, lo), esz));
+                                    } else {
+                                        loop(lo, hi, i64(1), "phase.u", [&](Value* u) {
+                                            Value* ix = b_.CreateAdd(b_.CreateMul(u, i64(sw)), i64(first));
+                                            b_.CreateAlignedStore(load_in(db_, selem(db_, src, ix), 1), elem(dst, u), ea);
+                                        }, true);
+                                    }
+                                    b_.CreateMemSet(elem(dst, hi), b_.getInt8(0), b_.CreateMul(b_.CreateSub(wq, hi), esz), ea);
+                                },
+                                [&] { b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(wq, esz), ea); });
+                    }, true);
+                }
+        }, true);
+        b_.CreateMemSet(elem(buf, b_.CreateMul(b_.CreateMul(cin, i64(py * px)), plane)), b_.getInt8(0), b_.CreateMul(slack, esz), ea);
+    }
+
+    struct GridStrip {
+        Value *ab, *buf, *i0, *gs, *kh;
+        Value *plane, *wq;  // elements of a phase plane, of a grid row
     };
 
-    // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR) over
-    // strip `st`, into the stack tile. `masked`: B loads masked by the input's bounds.
-    void micro_direct(const DirectStrip& st, Value* ir, Value* left, bool masked) {
+    // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR: one
+    // kernel for leftover rows, whose epilogue stores the real rows only) over the grid
+    // strip starting at st.gs, into the stack tile.
+    void micro_grid(const GridStrip& st, Value* ir, Value* left) {
         const kir::Im2col& c = *h_.im2col;
+        const std::int64_t sh = c.stride[0], sw = c.stride[1], px = phase_cols();
         const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
         const auto nacc = static_cast<std::size_t>(mr_ * nv_);
         auto accp = [&](std::size_t i) { return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, i); };
@@ -636,38 +614,23 @@ private:
             Value* row = b_.CreateAdd(b_.CreateAdd(st.i0, ir), smin(i64(r), b_.CreateSub(left, i64(1))));
             arow[static_cast<std::size_t>(r)] = selem(da_, st.ab, b_.CreateMul(row, k_dim_));
         }
-        // Stride sw: each B vector is every sw-th lane of a load of sw * VW elements.
-        const std::int64_t sw = c.stride[1];
-        const auto vw = static_cast<unsigned>(vw_), wide = static_cast<unsigned>(vw_ * sw);
-        std::vector<int> pick;
-        for (unsigned l = 0; l < vw; ++l) pick.push_back(static_cast<int>(l * static_cast<unsigned>(sw)));
-        auto* wt = llvm::FixedVectorType::get(t_, wide);
-        Value* wzero = llvm::ConstantAggregateZero::get(wt);
+        const auto vw = static_cast<unsigned>(vw_);
         Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
-        loop(i64(0), cin, i64(1), "direct.ci", [&](Value* ci) {
-            Value* pl = b_.CreateGEP(storage(db_), st.xb, b_.CreateMul(ci, st.plane));  // not inbounds: see below
+        Value* strip = b_.CreateGEP(t_, st.buf, st.gs);  // not inbounds: see grid() (the tail strip)
+        loop(i64(0), cin, i64(1), "grid.ci", [&](Value* ci) {
+            Value* pl = elem(strip, b_.CreateMul(b_.CreateMul(ci, i64(phase_rows() * px)), st.plane));
             Value* kci = b_.CreateMul(ci, im_khw_);
-            taps(st.kh, "direct.i", [&](Value* i) {
-                Value* iy = b_.CreateAdd(st.iy0, b_.CreateMul(i, i64(c.dilation[0])));
-                // A masked strip skips the taps whose input row lies outside the image.
-                Value* rowp = b_.CreateGEP(storage(db_), pl, b_.CreateAdd(b_.CreateMul(iy, st.pitch), st.ix0));
+            taps(st.kh, "grid.i", [&](Value* i) {
+                // i * dh = oy * sh + a: phase row a, grid row offset oy.
+                Value* iy = b_.CreateMul(i, i64(c.dilation[0]));
+                Value* rowp = elem(pl, b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateSRem(iy, i64(sh)), i64(px)), st.plane),
+                                                    b_.CreateMul(b_.CreateSDiv(iy, i64(sh)), st.wq)));
                 Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
-                auto row = [&] { taps(im_kw_, "direct.j", [&](Value* j) {
-                    Value* dx = b_.CreateMul(j, i64(c.dilation[1]));
-                    Value* bptr = b_.CreateGEP(storage(db_), rowp, dx);
+                taps(im_kw_, "grid.j", [&](Value* j) {
+                    Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
+                    Value* bptr = elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane), b_.CreateSDiv(jx, i64(sw))));
                     std::vector<Value*> bv(static_cast<std::size_t>(nv_));
-                    for (int v = 0; v < nv_; ++v) {
-                        Value* from = b_.CreateGEP(storage(db_), bptr, i64(v * vw_ * sw));
-                        Value* x = nullptr;
-                        if (!masked) {
-                            x = b_.CreateAlignedLoad(wt, from, ea);
-                        } else {
-                            Value* bits = b_.CreateTrunc(b_.CreateLShr(lane_mask(b_.CreateAdd(st.ix0, dx), st), i64(v * vw_ * sw)),
-                                                         b_.getIntNTy(wide));
-                            x = b_.CreateMaskedLoad(wt, from, ea, b_.CreateBitCast(bits, llvm::FixedVectorType::get(b_.getInt1Ty(), wide)), wzero);
-                        }
-                        bv[static_cast<std::size_t>(v)] = sw == 1 ? x : b_.CreateShuffleVector(x, pick);
-                    }
+                    for (int v = 0; v < nv_; ++v) bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), ea);
                     Value* k = b_.CreateAdd(kr, j);
                     for (int r = 0; r < mr_; ++r) {
                         Value* av = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], k), 1);
@@ -679,31 +642,13 @@ private:
                                 b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, bv[static_cast<std::size_t>(v)], a}), p, va);
                         }
                     }
-                }); };
-                if (masked) if_then(b_.CreateICmpULT(iy, im_h_), row);
-                else row();
+                });
             });
         }, true);
-        Value* tile_rows = tile_;
         for (int r = 0; r < mr_; ++r)
             for (int v = 0; v < nv_; ++v)
                 b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(static_cast<std::size_t>(r * nv_ + v)), va),
-                                      elem(tile_rows, i64(r * nr_ + v * vw_)), va);
-    }
-
-    // The lanes t of a masked strip's loads (all NV of them, t < NV * VW * sw <= 64) whose
-    // input column base + t lies in [0, width) and that the strip's `cols` pixels use, as
-    // the bits of an i64: integer work beside the FMAs, instead of vector compares.
-    Value* lane_mask(Value* base, const DirectStrip& st) {
-        const std::int64_t total = nv_ * vw_ * h_.im2col->stride[1];
-        Value* lo = smax(b_.CreateNeg(base), i64(0));
-        Value* hi = smin(smin(b_.CreateSub(st.width, base), b_.CreateMul(st.cols, i64(h_.im2col->stride[1]))), i64(total));
-        hi = smax(hi, lo);
-        auto ones = [&](Value* n) {  // the n low bits, 0 <= n <= 64
-            Value* shifted = b_.CreateSub(b_.CreateShl(i64(1), smin(n, i64(63))), i64(1));
-            return b_.CreateSelect(b_.CreateICmpSGE(n, i64(64)), i64(-1), shifted);
-        };
-        return b_.CreateAnd(ones(hi), b_.CreateNot(ones(lo)));
+                                      elem(tile_, i64(r * nr_ + v * vw_)), va);
     }
 
     // for (t = 0; t < count; ++t) body(t): straight-line code when `count` is a small
