@@ -25,6 +25,19 @@ constexpr std::int64_t kRowBlock = limits::conv_row_block;
 // across threads.
 constexpr std::int64_t kColBlock = limits::conv_col_block;
 
+// The block size for `total` rows or pixels (when static) of at most `cap`: blocks of equal
+// size, a multiple of `unit`, in an even number where there are several, so that two (or
+// four) threads get equal work: 512 channels in 4 blocks of 128 rather than 144, 144, 144
+// and 80; 784 pixels in 2 of 400 rather than 512 and 272. Dynamic: `cap`.
+std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit) {
+    std::int64_t n = 0;
+    if (!const_value(total, &n) || n <= cap) return cap;
+    std::int64_t blocks = (n + cap - 1) / cap;
+    blocks += blocks % 2;
+    const std::int64_t size = (n + blocks - 1) / blocks;
+    return std::min(cap, (size + unit - 1) / unit * unit);
+}
+
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
     return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
@@ -62,7 +75,8 @@ void lower_conv(Lowering& L) {
     const ExprRef G = index_const(groups);
     const ExprRef og = idiv(O, G), npix = imul(OH, OW), KHW = imul(KH, KW), K = imul(CG, KHW);
     const ExprRef batch = imul(N, G);
-    const ExprRef rblocks = ceil_div(og, kRowBlock), cblocks = ceil_div(npix, kColBlock);
+    const std::int64_t row_block = balanced_block(og, kRowBlock, 8), col_block = balanced_block(npix, kColBlock, 16);
+    const ExprRef rblocks = ceil_div(og, row_block), cblocks = ceil_div(npix, col_block);
 
     // With padding the nest loads x[x_offset] for padded positions too (the value unused):
     // fine, since no kernel runs on an empty x (kir::Im2col).
@@ -119,10 +133,10 @@ void lower_conv(Lowering& L) {
     // outer -> (batch entry, row block, column block).
     const ExprRef per_batch = imul(rblocks, cblocks);
     const ExprRef ob = idiv(outer(), per_batch);
-    const ExprRef row0 = imul(irem(idiv(outer(), cblocks), rblocks), index_const(kRowBlock));
-    const ExprRef col0 = imul(irem(outer(), cblocks), index_const(kColBlock));
-    StmtRef jl = loop(vj, col0, imin(iadd(col0, index_const(kColBlock)), npix), std::move(jbody));
-    StmtRef il = loop(vi, row0, imin(iadd(row0, index_const(kRowBlock)), og), {jl});
+    const ExprRef row0 = imul(irem(idiv(outer(), cblocks), rblocks), index_const(row_block));
+    const ExprRef col0 = imul(irem(outer(), cblocks), index_const(col_block));
+    StmtRef jl = loop(vj, col0, imin(iadd(col0, index_const(col_block)), npix), std::move(jbody));
+    StmtRef il = loop(vi, row0, imin(iadd(row0, index_const(row_block)), og), {jl});
     L.k.body = {loop(vb, ob, iadd(ob, index_const(1)), {il})};
     L.k.extent = imul(batch, per_batch);
 
@@ -135,8 +149,8 @@ void lower_conv(Lowering& L) {
     h.n = npix;
     h.k = K;
     h.batch = batch;
-    h.row_block = kRowBlock;
-    h.col_block = kColBlock;
+    h.row_block = row_block;
+    h.col_block = col_block;
     h.batch_var = vb;
     h.row_var = vi;
     h.col_var = vj;
