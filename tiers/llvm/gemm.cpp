@@ -966,7 +966,7 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 std::string gemm_settings() {
-    return "gemm_revision=2;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=3;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 
