@@ -11,7 +11,8 @@
 //                  and batches that leave rows beside the register tiles), 128x256x1024, 512x512x512,
 //                  128x768x3072 (a bert-base FFN layer at sequence length 128)
 //   conv2d        : resnet18's 64ch 56x56, 256ch 14x14 and 512ch 7x7 3x3 (pad 1), its stem
-//                  (7x7 stride 2, 3 -> 64 channels, 224x224), mobilenet_v2's 32ch 112x112 3x3
+//                  (7x7 stride 2, 3 -> 64 channels, 224x224), squeezenet1_1's stem (3x3 stride 2,
+//                  a depth of 27), mobilenet_v2's 32ch 112x112 3x3
 //                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
 //                  (64 -> 256 channels, 56x56)
 // GFLOP/s counts 2 flops per multiply-add (bias and padding not counted). Set
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_resnet18_256c14_3x3", 256, 256, 14, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_512c7_3x3", 512, 512, 7, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_stem_7x7s2", 3, 64, 224, 7, 2, 3, 1, dt));
+    cases.push_back(conv_case("conv_squeezenet_stem_3x3s2", 3, 64, 224, 3, 2, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_dw32c112_3x3", 32, 32, 112, 3, 1, 1, 32, dt));
     cases.push_back(conv_case("conv_mbv2_dw144c56_3x3s2", 144, 144, 56, 3, 2, 1, 144, dt));
     cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));
