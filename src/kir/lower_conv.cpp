@@ -25,19 +25,6 @@ constexpr std::int64_t kRowBlock = limits::conv_row_block;
 // across threads.
 constexpr std::int64_t kColBlock = limits::conv_col_block;
 
-// The block size for `total` rows or pixels (when static) of at most `cap`: blocks of equal
-// size, a multiple of `unit`, in an even number where there are several, so that two (or
-// four) threads get equal work: 512 channels in 4 blocks of 128 rather than 144, 144, 144
-// and 80; 784 pixels in 2 of 400 rather than 512 and 272. Dynamic: `cap`.
-std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit) {
-    std::int64_t n = 0;
-    if (!const_value(total, &n) || n <= cap) return cap;
-    std::int64_t blocks = (n + cap - 1) / cap;
-    blocks += blocks % 2;
-    const std::int64_t size = (n + blocks - 1) / blocks;
-    return std::min(cap, (size + unit - 1) / unit * unit);
-}
-
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
     return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));

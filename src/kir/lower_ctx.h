@@ -33,6 +33,12 @@ ExprRef isub(const ExprRef& a, const ExprRef& b);
 ExprRef iadd_fold(const ExprRef& a, const ExprRef& b);
 ExprRef ceil_div(const ExprRef& a, std::int64_t b);  // (a + b - 1) / b, for a >= 0 and b > 0
 bool const_value(const ExprRef& e, std::int64_t* v);
+// The block size (rows or columns per outer index of a matmul or conv kernel) for `total`
+// of them, at most `cap`: when `total` is static, blocks of equal size, a multiple of
+// `unit`, in an even number where there are several, so that two (or four) threads get
+// equal work (512 channels as 4 x 128, not 144 + 144 + 144 + 80; 784 pixels as 2 x 400, not
+// 512 + 272); otherwise `cap`.
+std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit);
 // An integer constant of an integer or boolean type, exact for every int64 value.
 ExprRef int_const(Type t, std::int64_t v);
 

@@ -16,6 +16,15 @@ bool const_value(const ExprRef& e, std::int64_t* v) {
     return true;
 }
 
+std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit) {
+    std::int64_t n = 0;
+    if (!const_value(total, &n) || n <= cap) return cap;
+    std::int64_t blocks = (n + cap - 1) / cap;
+    blocks += blocks % 2;
+    const std::int64_t size = (n + blocks - 1) / blocks;
+    return std::min(cap, (size + unit - 1) / unit * unit);
+}
+
 ExprRef int_const(Type t, std::int64_t v) {
     auto e = std::make_shared<Expr>();
     e->kind = ExprKind::Const;
