@@ -566,7 +566,7 @@ private:
                     Value* dst0 = elem(buf, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ci, i64(py * px)), i64(a * px + bb)), plane));
                     // Columns u in [lo, hi) read the image: 0 <= u * sw + bb - pw < w.
                     const std::int64_t first = bb - c.pad[1];
-                    Value* lo = i64(first >= 0 ? 0 : (-first + sw - 1) / sw);
+                    Value* lo = smin(i64(first >= 0 ? 0 : (-first + sw - 1) / sw), wq);  // no wider than the row
                     Value* hi = smax(smin(wq, b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(im_w_, i64(first)), i64(sw - 1)), i64(sw))), lo);
                     loop(i64(0), q_rows, i64(1), "phase.r", [&](Value* r) {
                         Value* iy = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(ya, r), i64(sh)), i64(a - c.pad[0]));
