@@ -18,11 +18,9 @@ namespace {
 
 using ir::ValueId;
 
-// Output channels per outer index: all of a group's channels in common networks (each
-// block packs the im2col panel once), a multiple of every register tile height (4, 6, 8).
+// The most output channels and output pixels per outer index; static counts are split into
+// equal blocks (balanced_block), so that threads split an image evenly.
 constexpr std::int64_t kRowBlock = limits::conv_row_block;
-// Output pixels per outer index: a few GEMM column panels, enough blocks to split an image
-// across threads.
 constexpr std::int64_t kColBlock = limits::conv_col_block;
 
 // 0 <= v < n for an index expression v (a boolean expression).

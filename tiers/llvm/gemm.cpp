@@ -15,9 +15,12 @@
 // A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
 // compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
 // src/cpu (stream()), then the epilogue runs over the result.
-// A convolution's B (kir::Im2col) is packed straight from the input image, one run of
-// output pixels of one output row at a time (see pack_im2col): the im2col matrix is never
-// built.
+// A convolution's B (kir::Im2col) is never built. Mostly it is not packed either: grid()
+// reads it from the block's input rows copied once into zero-padded phase planes (one per
+// stride phase; the image itself for a dense 1x1 conv), with register tiles over strips of
+// consecutive output pixels. Where the grid would be mostly padding, the loop nest above
+// packs B straight from the image, one run of output pixels of one output row at a time
+// (pack_im2col). One input channel per group runs src/cpu's depthwise kernel (depthwise()).
 //
 // The micro-kernel keeps MR x NR accumulators in vector registers: MR rows by NV = 2
 // vectors of VW elements, chosen from the host features: 512-bit (AVX-512) 8 x 2 zmm,
@@ -45,6 +48,8 @@
 #include <llvm/IR/Module.h>
 
 #include <atomic>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -140,19 +145,13 @@ public:
         Value* bytes = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(bp_elems, c_elems), i64(es_)), i64(64));
         Value* small = b_.CreateICmpSLE(bytes, i64(kStackBytes));
 
-        llvm::Module& mod = *fn_->getParent();
-        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
-        llvm::FunctionCallee scratch_fn =
-            mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
-        llvm::FunctionCallee failed_fn = mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
-
         Value* nonempty = b_.CreateICmpSLT(begin, end);
         Value* use_heap = b_.CreateAnd(nonempty, b_.CreateNot(small));
-        Value* heap = if_value(use_heap, [&] { return b_.CreateCall(scratch_fn, {bytes}); },
-                               llvm::ConstantPointerNull::get(ptr_t));
+        Value* heap = if_value(use_heap, [&] { return scratch(bytes); },
+                               llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(ctx_)));
         // No scratch: record the failure and do no work (tier.h).
         Value* failed = b_.CreateAnd(use_heap, b_.CreateIsNull(heap));
-        if_then(failed, [&] { b_.CreateCall(failed_fn, {}); });
+        if_then(failed, [&] { mark_failed(); });
         Value* base = b_.CreateSelect(use_heap, heap, stack);
         // Align to 64 bytes (the stack array is aligned; the scratch is too, but cheaply checked).
         Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
@@ -194,6 +193,31 @@ private:
     Value* smax(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y); }
     Value* elem(Value* base, Value* idx) { return b_.CreateInBoundsGEP(t_, base, idx); }
 
+    // The runtime's callouts (tier.h): the calling thread's kernel scratch of `bytes` (null
+    // when it cannot be had), and recording that this call failed for want of it.
+    Value* scratch(Value* bytes) {
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        return b_.CreateCall(mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false)),
+                             {bytes});
+    }
+    void mark_failed() {
+        llvm::Module& mod = *fn_->getParent();
+        b_.CreateCall(mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false)), {});
+    }
+
+    // Attaches loop metadata to the back-edge branch `br`: the named hints and their values.
+    void loop_hints(llvm::Instruction* br, std::initializer_list<std::pair<const char*, llvm::Constant*>> hints) {
+        std::vector<llvm::Metadata*> ops{nullptr};
+        for (const auto& [name, value] : hints) {
+            llvm::Metadata* hint[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)};
+            ops.push_back(llvm::MDNode::get(ctx_, hint));
+        }
+        auto* id = llvm::MDNode::getDistinct(ctx_, ops);
+        id->replaceOperandWith(0, id);
+        br->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
+
     // Operands (A, B, the conv input) as stored: element `idx` of one stored as `d`, and a
     // load of `n` such elements (n == 1: a scalar) widened to the compute type.
     llvm::Type* storage(DType d) {
@@ -225,13 +249,7 @@ private:
             body(iv);
             return step;
         });
-        if (scalar) {
-            llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                                     llvm::ConstantAsMetadata::get(b_.getFalse())};
-            auto* id = llvm::MDNode::getDistinct(ctx_, {nullptr, llvm::MDNode::get(ctx_, off)});
-            id->replaceOperandWith(0, id);
-            br->setMetadata(llvm::LLVMContext::MD_loop, id);
-        }
+        if (scalar) loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getFalse()}});
     }
 
     // for (iv = begin; iv < end; iv += body(iv)): body returns a positive step. Returns the
@@ -470,17 +488,9 @@ private:
         Value* slack = b_.CreateAdd(i64(nr_), b_.CreateMul(wq, i64(2)));
         Value* elems = b_.CreateSelect(dense, b_.CreateMul(cin, i64(nr_)),
                                        b_.CreateAdd(b_.CreateMul(b_.CreateMul(cin, i64(phases)), plane), slack));
-        llvm::Module& mod = *fn_->getParent();
-        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
-        llvm::FunctionCallee scratch_fn =
-            mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false));
-        Value* scratch = b_.CreateCall(scratch_fn, {b_.CreateMul(elems, i64(es_))});
+        Value* scratch = this->scratch(b_.CreateMul(elems, i64(es_)));
         auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense);
-        if_else(b_.CreateIsNull(scratch),
-                [&] {
-                    llvm::FunctionCallee failed_fn = mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false));
-                    b_.CreateCall(failed_fn, {});
-                },
+        if_else(b_.CreateIsNull(scratch), [&] { mark_failed(); },
                 [&] {
                     if (!dense_c || dense_c->isZero())
                         if_then(b_.CreateNot(dense), [&] { phase_planes(xb, scratch, cin, ya, q_rows, wq, slack); });
@@ -953,28 +963,15 @@ private:
                 em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
                 return i64(1);
             });
-            tail_folded(br);
+            // A row of at most a few vectors (a tile's row, a run of a grid strip): vectors of
+            // VW with the tail folded into masked lanes, not interleaved. The vectoriser's
+            // default (4 interleaved vectors, then a narrower vector loop, then scalars) ran
+            // rows of 32 or fewer elements on its narrow and scalar loops alone.
+            loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
+                            {"llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))},
+                            {"llvm.loop.interleave.count", b_.getInt32(1)},
+                            {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
         });
-    }
-
-    // Loop metadata for a loop of at most a few vectors of iterations (a tile's row, a run
-    // of a grid strip): vectors of VW with the tail folded into masked lanes, not
-    // interleaved. The vectoriser's default (4 interleaved vectors, then a narrower vector
-    // loop, then scalars) would run rows of 32 or fewer elements on its narrow and scalar
-    // loops alone.
-    void tail_folded(llvm::Instruction* br) {
-        auto flag = [&](const char* name, llvm::Constant* v) {
-            llvm::Metadata* ops[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(v)};
-            return llvm::MDNode::get(ctx_, ops);
-        };
-        llvm::Metadata* ops[] = {nullptr,
-                                 flag("llvm.loop.vectorize.enable", b_.getTrue()),
-                                 flag("llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))),
-                                 flag("llvm.loop.interleave.count", b_.getInt32(1)),
-                                 flag("llvm.loop.vectorize.predicate.enable", b_.getTrue())};
-        auto* id = llvm::MDNode::getDistinct(ctx_, ops);
-        id->replaceOperandWith(0, id);
-        br->setMetadata(llvm::LLVMContext::MD_loop, id);
     }
 };
 
