@@ -9,26 +9,27 @@ namespace {
 
 using I64 = std::int64_t;
 
-// Input values per band (the band and its flat output stay in L1 on every x86-64 core).
+// Input values per band (the phase planes and the band's flat output stay in L1 on every
+// x86-64 core).
 constexpr I64 kBandElems = 4096;
-// Slack after the band and the flat output: the row kernel's stride-2 loads read one
-// element past their last tap.
+// Zeros after each phase plane and the flat output: the last vectors of a band (4 at a time,
+// up to 16 lanes each) read and write past its last pixel.
 constexpr I64 kSlack = 64;
 
 }  // namespace
 
 DwPlan depthwise_plan(const Im2colShape& g) {
     DwPlan p;
-    p.wp = std::max<I64>(g.w + 2 * g.pw, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
-    p.ext = (g.kh - 1) * g.dh + 1;
-    const I64 band_rows = std::max<I64>(kBandElems / std::max<I64>(p.wp, 1), p.ext);
-    p.rows = std::max<I64>(1, (band_rows - p.ext) / g.sh + 1);
-    // Flat: pixel q = r * wp + x read at q * s lands on row r * s only when both strides
-    // are s; stride 2 computes the x >= ow half of each row too, so only narrow planes.
-    p.flat = g.sh == g.sw && (g.sw == 1 || (g.sw == 2 && g.ow < 12));
+    p.wq = g.ow + (g.kw - 1) * g.dw / g.sw;
+    p.oy = (g.kh - 1) * g.dh / g.sh;
+    p.pr = std::min<I64>(g.sh, (g.kh - 1) * g.dh + 1);
+    p.pc = std::min<I64>(g.sw, (g.kw - 1) * g.dw + 1);
+    const I64 per_row = std::max<I64>(p.pr * p.pc * p.wq, 1);
+    p.rows = std::max<I64>(1, kBandElems / per_row - p.oy);
     p.slack = kSlack;
-    p.band_elems = ((p.rows - 1) * g.sh + p.ext) * p.wp + kSlack;
-    p.scratch_elems = p.band_elems + p.rows * p.wp + kSlack;
+    p.plane = (p.rows + p.oy) * p.wq + kSlack;
+    p.flat = p.rows * p.wq + kSlack;
+    p.scratch_elems = p.pr * p.pc * p.plane + p.flat;
     return p;
 }
 

@@ -3,14 +3,14 @@
 // and tier 2's conv code): one output plane, or a run of its pixels, of a convolution whose
 // output channel reads one input channel (weight dim 1 is 1), from the unpadded input plane.
 //
-// The input rows an output band needs are copied into a zero-padded band of the scratch
-// (a few KiB, so it stays in L1), and the taps run over the band as one long row: with the
-// padded pitch wp, output pixel (y, x) at q = y * wp + x reads band[q * s + i * dh * wp +
-// j * dw] for stride s (in both directions), so a stride-1 band is a single call of the
-// vector row kernel (simd_kernels.h, dw_row) however narrow the plane (a 7 x 7 plane fills
-// 16-lane vectors too), and the x >= ow lanes between rows are computed and dropped. Stride 2 on planes wide enough
-// for two vectors runs row by row instead (the flat form would compute twice the pixels);
-// other strides take a scalar loop.
+// The input rows a band of output rows needs are copied into zero-padded phase planes in
+// the scratch (a few KiB, so they stay in L1): one plane for stride 1, sh x sw planes of
+// every other row and column for stride 2 (and so on). On the phase planes of pitch wq every
+// tap of output pixel (y, x) is an element at (y + oy) * wq + x + ox of one plane, so the
+// band's pixels, read as one flat row q = y * wq + x, take one unit-stride vector load per
+// tap whatever the stride, however narrow the plane (a 7 x 7 plane fills 16-lane vectors
+// too); the x >= ow lanes between rows are computed and dropped. A 3 x 3 filter keeps its
+// nine weights in registers (simd_kernels.h, dw_plane).
 #include "src/cpu/gemm.h"
 #include "src/cpu/im2col.h"
 

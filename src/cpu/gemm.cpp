@@ -48,6 +48,10 @@ template <class E> struct Portable {
     static void store_n(T* p, V v, std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) p[i] = v[i];
     }
+    static V head(V v, std::int64_t n) {  // lanes >= n zeroed
+        for (std::int64_t i = n; i < W; ++i) v[i] = T(0);
+        return v;
+    }
     static V maxnan(V a, V b) {  // per lane: NaN if either is, else the larger
         V r;
         for (int i = 0; i < W; ++i) r[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];

@@ -61,15 +61,17 @@ inline constexpr int kMaxStreamRows = 4;
 inline constexpr int kMaxStreamedRows = 16;
 inline constexpr std::int64_t kStreamDepth = 64;
 
-// How a depthwise convolution of geometry g runs through its bands (depthwise.h,
-// depthwise_plan): the padded row pitch, the input rows one output row needs, output rows
-// per band, whether a band is one flat row, the zeros read past a band, and the scratch:
-// the band (band_elems, slack included), then the flat output (scratch_elems in all).
+// How a depthwise convolution of geometry g runs (depthwise.h, depthwise_plan; the kernel:
+// simd_kernels.h, dw_plane): output rows of pitch wq = ow + (kw - 1) * dw / sw in a flat
+// buffer (flat elements), `rows` of them per band, read from pr x pc phase planes of the
+// band's input rows (plane elements apart, rows of pitch wq, slack zeros after the last),
+// oy rows more than the band's outputs. scratch_elems: the values of both.
 struct DwPlan {
-    std::int64_t wp = 0, ext = 0, rows = 0;
-    bool flat = false;
-    std::int64_t slack = 0, band_elems = 0, scratch_elems = 0;
+    std::int64_t wq = 0, oy = 0, pr = 1, pc = 1, rows = 0;
+    std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;
 };
+
+
 
 // depthwise.h's depthwise_plane for one instruction set (plan: depthwise_plan(g)).
 template <class T>

@@ -46,6 +46,7 @@ struct Avx2F32 {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+    static V head(V v, std::int64_t n) { return _mm256_and_ps(v, _mm256_castsi256_ps(first(n))); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
         return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
@@ -71,6 +72,7 @@ struct Avx2F64 {
         return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_pd(p, first(n)); }
+    static V head(V v, std::int64_t n) { return _mm256_and_pd(v, _mm256_castsi256_pd(first(n))); }
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
     static V maxnan(V a, V b) {
         return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));

@@ -42,6 +42,7 @@ struct Avx512F32 {
     }
     static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
+    static V head(V v, std::int64_t n) { return _mm512_maskz_mov_ps(first(n), v); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
     static V maxnan(V a, V b) {  // a where a > b or a is NaN, else b (a NaN b stays)
         const __mmask16 take_a = _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
@@ -65,6 +66,7 @@ struct Avx512F64 {
     }
     static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_pd(first(n), p); }
+    static V head(V v, std::int64_t n) { return _mm512_maskz_mov_pd(first(n), v); }
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
     static V maxnan(V a, V b) {
         const __mmask8 take_a = _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);

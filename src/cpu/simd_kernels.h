@@ -4,7 +4,7 @@
 //   S::T (float, double), S::V (the vector), S::W (lanes), zero(), load(p), store(p, v),
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
-//   nothing outside the n elements is touched), maxnan(a, b) (per lane: NaN if either is,
+//   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b) (per lane: NaN if either is,
 //   else the larger).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
@@ -130,90 +130,6 @@ void rows(std::int64_t n, std::int64_t kc, const typename S::T* a, std::int64_t 
         }
 }
 
-// One output row of a depthwise convolution: out[x] += sum over r < rows, j < kw of
-// w[r][j] * in[r][x * STRIDE + j * dil] for x < n. Each vector of W outputs is loaded
-// once, takes every tap and is stored once; four vectors at a time are independent chains
-// of FMAs (one chain of kh * kw taps would wait on the FMA latency). K3: a 3 x 3 filter
-// (rows and kw are 3), whose nine weights stay in registers. The last W outputs are one
-// vector computed first from the outputs as they are, so no scalar tail is left; a row
-// shorter than W is one masked vector. The input loads read whole vectors: up to 2W + 1
-// elements past the last tap (dw_plane's band has that slack).
-// W consecutive inputs (STRIDE 1) or every other one of 2W (STRIDE 2).
-template <class S, int STRIDE> typename S::V dw_load(const typename S::T* p) {
-    if constexpr (STRIDE == 1) return S::load(p);
-    else return S::load2(p);
-}
-
-// acc[u] += the taps of outputs x + u * W .. x + u * W + W for u < U (the arguments of
-// dw_row; w3: the 3 x 3 weights when K3).
-template <class S, int STRIDE, bool K3, int U>
-[[gnu::always_inline]] inline void dw_taps(typename S::V (&acc)[U], std::int64_t x, std::int64_t rows,
-                                           const typename S::T* const* in, const typename S::T* const* w,
-                                           const typename S::V (&w3)[3][3], std::int64_t kw, std::int64_t dil) {
-    constexpr int W = S::W;
-    if constexpr (K3) {
-#pragma GCC unroll 3
-        for (int r = 0; r < 3; ++r)
-#pragma GCC unroll 3
-            for (int j = 0; j < 3; ++j)
-#pragma GCC unroll 4
-                for (int u = 0; u < U; ++u)
-                    acc[u] = S::fma(w3[r][j], dw_load<S, STRIDE>(in[r] + (x + u * W) * STRIDE + j * dil), acc[u]);
-    } else {
-        for (std::int64_t r = 0; r < rows; ++r)
-            for (std::int64_t j = 0; j < kw; ++j) {
-                const typename S::V wv = S::bcast(w[r] + j);
-#pragma GCC unroll 4
-                for (int u = 0; u < U; ++u)
-                    acc[u] = S::fma(wv, dw_load<S, STRIDE>(in[r] + (x + u * W) * STRIDE + j * dil), acc[u]);
-            }
-    }
-}
-
-template <class S, int STRIDE, bool K3>
-void dw_row(std::int64_t n, std::int64_t rows_in, const typename S::T* const* in, const typename S::T* const* w,
-            std::int64_t kw_in, std::int64_t dil, typename S::T* out) {
-    using T = typename S::T;
-    using V = typename S::V;
-    constexpr int W = S::W, U = 4;
-    const std::int64_t rows = K3 ? 3 : rows_in, kw = K3 ? 3 : kw_in;
-    V w3[3][3];
-    if constexpr (K3) {
-#pragma GCC unroll 3
-        for (int r = 0; r < 3; ++r)
-#pragma GCC unroll 3
-            for (int j = 0; j < 3; ++j) w3[r][j] = S::bcast(w[r] + j);
-    }
-    if (n < W) {
-        V v[1] = {S::load_n(out, n)};
-        dw_taps<S, STRIDE, K3, 1>(v, 0, rows, in, w, w3, kw, dil);
-        S::store_n(out, v[0], n);
-        return;
-    }
-    std::int64_t x = 0;
-    alignas(64) T last[W];
-    const bool tail = n % W != 0;
-    if (tail) {
-        V v[1] = {S::load(out + n - W)};
-        dw_taps<S, STRIDE, K3, 1>(v, n - W, rows, in, w, w3, kw, dil);
-        S::store(last, v[0]);
-    }
-    for (; x + U * W <= n; x += U * W) {
-        V v[U];
-#pragma GCC unroll 4
-        for (int u = 0; u < U; ++u) v[u] = S::load(out + x + u * W);
-        dw_taps<S, STRIDE, K3, U>(v, x, rows, in, w, w3, kw, dil);
-#pragma GCC unroll 4
-        for (int u = 0; u < U; ++u) S::store(out + x + u * W, v[u]);
-    }
-    for (; x + W <= n; x += W) {
-        V v[1] = {S::load(out + x)};
-        dw_taps<S, STRIDE, K3, 1>(v, x, rows, in, w, w3, kw, dil);
-        S::store(out + x, v[0]);
-    }
-    if (tail) S::store_n(out + x, S::load_n(last + (x - (n - W)), n - x), n - x);
-}
-
 // n values from src to dst (vectors, the last one overlapping when n > W; masked below W,
 // so that vector loads of dst later are forwarded from whole stores).
 template <class S>
@@ -242,73 +158,176 @@ template <class S>
     if (i < n) S::store(dst + n - W, vv);
 }
 
-// Output pixels [p0, p1) of one depthwise plane (depthwise.h): for each band of output rows,
-// the input rows it needs are copied into a zero-padded band of pitch wp, the taps run over
-// it (one flat row, or row by row) into a flat output of the same pitch started from init,
-// and the pixels inside [p0, p1) are copied out.
+// flat[q] = init + sum over taps t of w[t] * (pixel q of tap t) for the flat positions
+// q < n of a depthwise band (dw_plane), tap t = i * kw + j at in(i, j).
+template <class S, class Tap>
+void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::T* w, typename S::T init,
+             typename S::T* flat) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W, U = 4;
+    const V vinit = S::bcast(&init);
+    if (g.kh == 3 && g.kw == 3) {  // the nine weights stay in registers
+        const T* in[9];
+        V wv[9];
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; ++t) {
+            in[t] = in_of(t / 3, t % 3);
+            wv[t] = S::bcast(w + t);
+        }
+        I64 q = 0;
+        for (; q + U * W <= n; q += U * W) {
+            V acc[U];
+#pragma GCC unroll 4
+            for (int u = 0; u < U; ++u) acc[u] = vinit;
+#pragma GCC unroll 9
+            for (int t = 0; t < 9; ++t)
+#pragma GCC unroll 4
+                for (int u = 0; u < U; ++u) acc[u] = S::fma(wv[t], S::load(in[t] + q + u * W), acc[u]);
+#pragma GCC unroll 4
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, acc[u]);
+        }
+        for (; q < n; q += W) {  // the last vector reads and writes into the slack
+            V acc = vinit;
+#pragma GCC unroll 9
+            for (int t = 0; t < 9; ++t) acc = S::fma(wv[t], S::load(in[t] + q), acc);
+            S::store(flat + q, acc);
+        }
+        return;
+    }
+    // Any other filter: the taps in chunks of kTapChunk (pointers on the stack), the first
+    // chunk from init, the next ones adding to the flat output.
+    constexpr I64 kTapChunk = 64;
+    const T* in[kTapChunk];
+    const I64 taps = g.kh * g.kw;
+    for (I64 t0 = 0; t0 < taps; t0 += kTapChunk) {
+        const I64 nt = taps - t0 < kTapChunk ? taps - t0 : kTapChunk;
+        for (I64 t = 0; t < nt; ++t) in[t] = in_of((t0 + t) / g.kw, (t0 + t) % g.kw);
+        const T* wt = w + t0;
+        for (I64 q = 0; q < n; q += U * W) {
+            V acc[U];
+#pragma GCC unroll 4
+            for (int u = 0; u < U; ++u) acc[u] = t0 == 0 ? vinit : S::load(flat + q + u * W);
+            for (I64 t = 0; t < nt; ++t) {
+                const V wv = S::bcast(wt + t);
+#pragma GCC unroll 4
+                for (int u = 0; u < U; ++u) acc[u] = S::fma(wv, S::load(in[t] + q + u * W), acc[u]);
+            }
+#pragma GCC unroll 4
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, acc[u]);
+        }
+    }
+}
+
+// Output pixels [p0, p1) of one depthwise plane (depthwise.h, DwPlan). Per band of output
+// rows, the input rows the band reads are copied into pr x pc zero-padded phase planes of
+// pitch wq (phase (a, b): padded input rows v * sh + a, columns u * sw + b; one plane for
+// stride 1), so that tap (i, j) of output pixel (y, x) is element (y + i * dh / sh) * wq +
+// x + j * dw / sw of phase ((i * dh) % sh, (j * dw) % sw): the band's pixels, read as one
+// flat row q = y * wq + x, take one unit-stride vector load per tap. The taps accumulate in
+// registers from init (dw_taps); the flat output's x >= ow lanes are computed and dropped
+// when the rows are copied out.
 template <class S>
 void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, const typename S::T* w, typename S::T init,
               typename S::T* out, std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
     using T = typename S::T;
+    using V = typename S::V;
     using I64 = std::int64_t;
-    constexpr I64 kRowsPerCall = 16;  // filter rows per call of the row kernel (taller: several)
+    constexpr int W = S::W;
     if (p0 >= p1) return;
+    const I64 wq = pl.wq, nph = pl.pr * pl.pc;
     T* band = scratch;
-    T* flat = scratch + pl.band_elems;
-    const T* in_rows[kRowsPerCall];
-    const T* w_rows[kRowsPerCall];
-    const bool k3 = g.kh == 3 && g.kw == 3;
+    T* flat = band + nph * pl.plane;
+    const V vzero = S::zero();
+    // Column phase b, element u: padded column u * sw + b, input column u * sw + b - pw;
+    // span[b]: the u inside the input row, [lo, hi).
+    struct Span { I64 lo, hi; };
+    auto span_of = [&](I64 b) {
+        const I64 off = b - g.pw;
+        I64 lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+        I64 hi = g.w - 1 - off < 0 ? lo : (g.w - 1 - off) / g.sw + 1;
+        lo = lo < wq ? lo : wq;
+        hi = hi < wq ? hi : wq;
+        return Span{lo, hi > lo ? hi : lo};
+    };
+    constexpr I64 kSpans = 8;
+    Span span[kSpans];
+    for (I64 b = 0; b < pl.pc && b < kSpans; ++b) span[b] = span_of(b);
+    const T* x_end = x + g.h * g.w;
+    // One input row (or zeros outside the plane) into row dst of each column phase. Whole,
+    // unmasked vector stores only (a masked store is slow on some cores): a row's last
+    // vector runs over into the next row, written after it, or into the slack, zeroed after
+    // the band's last row. The input is read straight from its rows, never from values just
+    // stored (a load spanning several recent stores waits for them to retire); a row's last
+    // vector may read on into the next input row (its lanes past the row zeroed), except
+    // at the end of the plane.
+    auto put_row = [&](I64 iy, T* dst) {
+        const bool inside = iy >= 0 && iy < g.h;
+        const T* src = inside ? x + iy * g.w : x;
+        for (I64 b = 0; b < pl.pc; ++b) {
+            T* d = dst + b * pl.plane;
+            const Span sp = !inside ? Span{wq, wq} : b < kSpans ? span[b] : span_of(b);
+            const T* s0 = src + (b - g.pw);  // s0[u * sw]: element u
+            for (I64 u = 0; u < sp.lo; u += W) S::store(d + u, vzero);
+            I64 u = sp.lo;
+            if (g.sw == 1) {
+                for (; u + W <= sp.hi; u += W) S::store(d + u, S::load(s0 + u));
+                if (u < sp.hi) {
+                    const V v = s0 + u + W <= x_end ? S::load(s0 + u) : S::load_n(s0 + u, sp.hi - u);
+                    S::store(d + u, S::head(v, sp.hi - u));
+                    u += W;
+                }
+            } else if (g.sw == 2) {
+                for (; u + W <= sp.hi; u += W) S::store(d + u, S::load2(s0 + 2 * u));
+                if (u < sp.hi) {
+                    V v;
+                    if (s0 + 2 * (u + W) <= x_end) {
+                        v = S::load2(s0 + 2 * u);
+                    } else {  // at the end of the plane: the rest of it through a zeroed pair of vectors
+                        alignas(64) T pair[2 * W];
+                        const I64 left = x_end - (s0 + 2 * u);
+                        S::store(pair, S::load_n(s0 + 2 * u, left < W ? left : W));
+                        S::store(pair + W, S::load_n(s0 + 2 * u + W, left > W ? left - W : 0));
+                        v = S::load2(pair);
+                    }
+                    S::store(d + u, S::head(v, sp.hi - u));
+                    u += W;
+                }
+            } else {
+                for (; u < sp.hi; ++u) d[u] = s0[u * g.sw];
+            }
+            for (; u < wq; u += W) S::store(d + u, vzero);
+        }
+    };
     const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
     for (I64 y0 = y_first; y0 <= y_last; y0 += pl.rows) {
         const I64 nrows = pl.rows < y_last + 1 - y0 ? pl.rows : y_last + 1 - y0;
-        const I64 iy0 = y0 * g.sh - g.ph, brows = (nrows - 1) * g.sh + pl.ext;
-        for (I64 r = 0; r < brows; ++r) {
-            T* dst = band + r * pl.wp;
-            const I64 iy = iy0 + r;
-            fill_n<S>(dst, pl.wp, T(0));
-            if (iy >= 0 && iy < g.h) copy_n<S>(x + iy * g.w, g.w, dst + g.pw);
+        const I64 n = (nrows - 1) * wq + g.ow;  // flat positions of the band's pixels
+        const I64 brows = nrows + pl.oy;  // phase rows of the band
+        for (I64 a = 0; a < pl.pr; ++a) {
+            T* plane_a = band + a * pl.pc * pl.plane;
+            for (I64 r = 0; r < brows; ++r) put_row((y0 + r) * g.sh + a - g.ph, plane_a + r * wq);
+            for (I64 b = 0; b < pl.pc; ++b) fill_n<S>(plane_a + b * pl.plane + brows * wq, pl.slack, T(0));
         }
-        fill_n<S>(band + brows * pl.wp, pl.slack, T(0));  // read by stride-2 loads past the last tap
-        const I64 nflat = (nrows - 1) * pl.wp + g.ow;
-        fill_n<S>(flat, nflat, init);
-        for (I64 i0 = 0; i0 < g.kh; i0 += kRowsPerCall) {
-            const I64 taps = g.kh - i0 < kRowsPerCall ? g.kh - i0 : kRowsPerCall;
-            for (I64 i = 0; i < taps; ++i) w_rows[i] = w + (i0 + i) * g.kw;
-            if (pl.flat) {
-                for (I64 i = 0; i < taps; ++i) in_rows[i] = band + (i0 + i) * g.dh * pl.wp;
-                if (g.sw == 1) {
-                    if (k3) dw_row<S, 1, true>(nflat, 3, in_rows, w_rows, 3, g.dw, flat);
-                    else dw_row<S, 1, false>(nflat, taps, in_rows, w_rows, g.kw, g.dw, flat);
-                } else {
-                    if (k3) dw_row<S, 2, true>(nflat, 3, in_rows, w_rows, 3, g.dw, flat);
-                    else dw_row<S, 2, false>(nflat, taps, in_rows, w_rows, g.kw, g.dw, flat);
-                }
-                continue;
-            }
-            for (I64 r = 0; r < nrows; ++r) {
-                for (I64 i = 0; i < taps; ++i) in_rows[i] = band + (r * g.sh + (i0 + i) * g.dh) * pl.wp;
-                T* o = flat + r * pl.wp;
-                if (g.sw == 1) {
-                    dw_row<S, 1, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
-                    continue;
-                }
-                if (g.sw == 2) {
-                    if (k3) dw_row<S, 2, true>(g.ow, 3, in_rows, w_rows, 3, g.dw, o);
-                    else dw_row<S, 2, false>(g.ow, taps, in_rows, w_rows, g.kw, g.dw, o);
-                    continue;
-                }
-                for (I64 xo = 0; xo < g.ow; ++xo) {  // strides above 2 are rare: scalar
-                    T acc = o[xo];
-                    for (I64 i = 0; i < taps; ++i)
-                        for (I64 j = 0; j < g.kw; ++j) acc += w_rows[i][j] * in_rows[i][xo * g.sw + j * g.dw];
-                    o[xo] = acc;
-                }
-            }
-        }
+        auto tap = [&](I64 i, I64 j) -> const T* {
+            const I64 ti = i * g.dh, tj = j * g.dw;
+            return band + ((ti % g.sh) * pl.pc + tj % g.sw) * pl.plane + (ti / g.sh) * wq + tj / g.sw;
+        };
+        dw_taps<S>(g, n, tap, w, init, flat);
         for (I64 r = 0; r < nrows; ++r) {
             const I64 y = y0 + r;
-            const I64 a = p0 > y * g.ow ? p0 : y * g.ow, b = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;
-            if (a < b) copy_n<S>(flat + r * pl.wp + (a - y * g.ow), b - a, out + (a - p0));
+            const I64 lo = p0 > y * g.ow ? p0 : y * g.ow, hi = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;
+            if (lo >= hi) continue;
+            const T* f = flat + r * wq + (lo - y * g.ow);
+            T* o = out + (lo - p0);
+            // Whole vectors run over into the next row's outputs (written after this row),
+            // never past p1.
+            if (lo + (hi - lo + W - 1) / W * W > p1) {
+                copy_n<S>(f, hi - lo, o);
+                continue;
+            }
+            for (I64 i = 0; i < hi - lo; i += W) S::store(o + i, S::load(f + i));
         }
     }
 }
