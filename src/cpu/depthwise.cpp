@@ -1,5 +1,5 @@
 // The depthwise convolution kernel (depthwise.h): the plan here, the bands in the
-// per-instruction-set kernels (simd_kernels.h, dw_plane).
+// per-instruction-set kernels (simd_kernels.h, dw_planes).
 #include "src/cpu/depthwise.h"
 
 #include <algorithm>
@@ -34,14 +34,25 @@ DwPlan depthwise_plan(const Im2colShape& g) {
 }
 
 template <class T>
-void depthwise_plane(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
-                     std::int64_t p0, std::int64_t p1, T* scratch) {
-    simd_kernels<T>(isa).dw_plane(g, plan, x, w, init, out, p0, p1, scratch);
+void depthwise_planes(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, std::int64_t nch, const T* const* xs,
+                      const T* const* ws, const T* inits, T* outs, std::int64_t ld, std::int64_t p0, std::int64_t p1,
+                      T* scratch) {
+    simd_kernels<T>(isa).dw_planes(g, plan, nch, xs, ws, inits, outs, ld, p0, p1, scratch);
 }
 
-template void depthwise_plane<float>(CpuIsa, const Im2colShape&, const DwPlan&, const float*, const float*, float, float*,
-                                     std::int64_t, std::int64_t, float*);
-template void depthwise_plane<double>(CpuIsa, const Im2colShape&, const DwPlan&, const double*, const double*, double,
-                                      double*, std::int64_t, std::int64_t, double*);
+template <class T>
+void depthwise_plane(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
+                     std::int64_t p0, std::int64_t p1, T* scratch) {
+    simd_kernels<T>(isa).dw_planes(g, plan, 1, &x, &w, &init, out, 0, p0, p1, scratch);
+}
+
+#define KILN_DEPTHWISE(T)                                                                                           \
+    template void depthwise_planes<T>(CpuIsa, const Im2colShape&, const DwPlan&, std::int64_t, const T* const*,     \
+                                      const T* const*, const T*, T*, std::int64_t, std::int64_t, std::int64_t, T*); \
+    template void depthwise_plane<T>(CpuIsa, const Im2colShape&, const DwPlan&, const T*, const T*, T, T*,         \
+                                     std::int64_t, std::int64_t, T*);
+KILN_DEPTHWISE(float)
+KILN_DEPTHWISE(double)
+#undef KILN_DEPTHWISE
 
 }  // namespace kiln::cpu

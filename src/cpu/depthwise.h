@@ -10,7 +10,7 @@
 // band's pixels, read as one flat row q = y * wq + x, take one unit-stride vector load per
 // tap whatever the stride, however narrow the plane (a 7 x 7 plane fills 16-lane vectors
 // too); the x >= ow lanes between rows are computed and dropped. A 3 x 3 filter keeps its
-// nine weights in registers (simd_kernels.h, dw_plane).
+// nine weights in registers (simd_kernels.h, dw_planes).
 #include "src/cpu/gemm.h"
 #include "src/cpu/im2col.h"
 
@@ -31,5 +31,13 @@ DwPlan depthwise_plan(const Im2colShape& g);
 template <class T>
 void depthwise_plane(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
                      std::int64_t p0, std::int64_t p1, T* scratch);
+
+// depthwise_plane for nch planes of one geometry: plane k reads xs[k] with the filter
+// ws[k], starts from inits[k] (0 without inits) and writes outs + k * ld (the scratch and the
+// plan's setup shared).
+template <class T>
+void depthwise_planes(CpuIsa isa, const Im2colShape& g, const DwPlan& plan, std::int64_t nch, const T* const* xs,
+                      const T* const* ws, const T* inits, T* outs, std::int64_t ld, std::int64_t p0, std::int64_t p1,
+                      T* scratch);
 
 }  // namespace kiln::cpu

@@ -62,7 +62,7 @@ inline constexpr int kMaxStreamedRows = 16;
 inline constexpr std::int64_t kStreamDepth = 64;
 
 // How a depthwise convolution of geometry g runs (depthwise.h, depthwise_plan; the kernel:
-// simd_kernels.h, dw_plane): output rows of pitch wq = ow + (kw - 1) * dw / sw in a flat
+// simd_kernels.h, dw_planes): output rows of pitch wq = ow + (kw - 1) * dw / sw in a flat
 // buffer (flat elements), `rows` of them per band, read from pr x pc phase planes of the
 // band's input rows (plane elements apart, rows of pitch wq, slack zeros after the last),
 // oy rows more than the band's outputs. scratch_elems: the values of both.
@@ -75,8 +75,9 @@ struct DwPlan {
 
 // depthwise.h's depthwise_plane for one instruction set (plan: depthwise_plan(g)).
 template <class T>
-using DwPlaneFn = void (*)(const Im2colShape& g, const DwPlan& plan, const T* x, const T* w, T init, T* out,
-                           std::int64_t p0, std::int64_t p1, T* scratch);
+using DwPlanesFn = void (*)(const Im2colShape& g, const DwPlan& plan, std::int64_t nch, const T* const* xs,
+                            const T* const* ws, const T* inits, T* outs, std::int64_t ld, std::int64_t p0, std::int64_t p1,
+                            T* scratch);
 
 // One plane of a 2-D max pool (pool.h): input h x w, output oh x ow, window kh x kw,
 // strides, zero padding (padded positions are ignored, not zeros).
@@ -91,7 +92,7 @@ template <class T> struct SimdKernels {
     std::int64_t kc, mc, nc;           // cache blocks: depth, rows of A, columns of B
     TileFn<T> tile[kMaxTileRows + 1];  // tile[r]: the first r rows of the tile (1 <= r <= mr)
     RowsFn<T> rows[kMaxStreamRows + 1];  // rows[r]: r rows of A (1 <= r <= 4) against all of B
-    DwPlaneFn<T> dw_plane;             // a depthwise output plane (depthwise.h)
+    DwPlanesFn<T> dw_planes;           // depthwise output planes (depthwise.h)
     MaxPoolFn<T> max_pool;             // a max-pool output plane (pool.h)
 };
 

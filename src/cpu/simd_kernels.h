@@ -159,7 +159,7 @@ template <class S>
 }
 
 // flat[q] = init + sum over taps t of w[t] * (pixel q of tap t) for the flat positions
-// q < n of a depthwise band (dw_plane), tap t = i * kw + j at in(i, j).
+// q < n of a depthwise band (dw_planes), tap t = i * kw + j at in(i, j).
 template <class S, class Tap>
 void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::T* w, typename S::T init,
              typename S::T* flat) {
@@ -220,7 +220,8 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
     }
 }
 
-// Output pixels [p0, p1) of one depthwise plane (depthwise.h, DwPlan). Per band of output
+// Output pixels [p0, p1) of nch depthwise planes (depthwise.h, DwPlan): plane k from xs[k]
+// with the filter ws[k], started from inits[k] (0 without inits), into outs + k * ld. Per band of output
 // rows, the input rows the band reads are copied into pr x pc zero-padded phase planes of
 // pitch wq (phase (a, b): padded input rows v * sh + a, columns u * sw + b; one plane for
 // stride 1), so that tap (i, j) of output pixel (y, x) is element (y + i * dh / sh) * wq +
@@ -229,8 +230,9 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 // registers from init (dw_taps); the flat output's x >= ow lanes are computed and dropped
 // when the rows are copied out.
 template <class S>
-void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, const typename S::T* w, typename S::T init,
-              typename S::T* out, std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
+void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const typename S::T* const* xs,
+               const typename S::T* const* ws, const typename S::T* inits, typename S::T* outs, std::int64_t ld,
+               std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
     using T = typename S::T;
     using V = typename S::V;
     using I64 = std::int64_t;
@@ -254,7 +256,8 @@ void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, co
     constexpr I64 kSpans = 8;
     Span span[kSpans];
     for (I64 b = 0; b < pl.pc && b < kSpans; ++b) span[b] = span_of(b);
-    const T* x_end = x + g.h * g.w;
+    const T* x = xs[0];  // the plane being built, and its end
+    const T* x_end = x;
     // One input row (or zeros outside the plane) into row dst of each column phase. Whole,
     // unmasked vector stores only (a masked store is slow on some cores): a row's last
     // vector runs over into the next row, written after it, or into the slack, zeroed after
@@ -300,34 +303,53 @@ void dw_plane(const Im2colShape& g, const DwPlan& pl, const typename S::T* x, co
             for (; u < wq; u += W) S::store(d + u, vzero);
         }
     };
+    // Tap (i, j) at band + row_off[i] + col_off[j] (divisions once per call, not per band).
+    constexpr I64 kOffs = 32;
+    I64 row_off[kOffs], col_off[kOffs];
+    auto off_of = [&](I64 i, I64 j, I64* ro, I64* co) {
+        const I64 ti = i * g.dh, tj = j * g.dw;
+        *ro = (ti % g.sh) * pl.pc * pl.plane + (ti / g.sh) * wq;
+        *co = (tj % g.sw) * pl.plane + tj / g.sw;
+    };
+    for (I64 i = 0; i < g.kh && i < kOffs; ++i) off_of(i, 0, &row_off[i], &col_off[0]);
+    for (I64 j = 0; j < g.kw && j < kOffs; ++j) off_of(0, j, &row_off[0], &col_off[j]);
+    auto tap = [&](I64 i, I64 j) -> const T* {
+        if (i < kOffs && j < kOffs) return band + row_off[i] + col_off[j];
+        I64 ro = 0, co = 0;
+        off_of(i, j, &ro, &co);
+        return band + ro + co;
+    };
     const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
-    for (I64 y0 = y_first; y0 <= y_last; y0 += pl.rows) {
-        const I64 nrows = pl.rows < y_last + 1 - y0 ? pl.rows : y_last + 1 - y0;
-        const I64 n = (nrows - 1) * wq + g.ow;  // flat positions of the band's pixels
-        const I64 brows = nrows + pl.oy;  // phase rows of the band
-        for (I64 a = 0; a < pl.pr; ++a) {
-            T* plane_a = band + a * pl.pc * pl.plane;
-            for (I64 r = 0; r < brows; ++r) put_row((y0 + r) * g.sh + a - g.ph, plane_a + r * wq);
-            for (I64 b = 0; b < pl.pc; ++b) fill_n<S>(plane_a + b * pl.plane + brows * wq, pl.slack, T(0));
-        }
-        auto tap = [&](I64 i, I64 j) -> const T* {
-            const I64 ti = i * g.dh, tj = j * g.dw;
-            return band + ((ti % g.sh) * pl.pc + tj % g.sw) * pl.plane + (ti / g.sh) * wq + tj / g.sw;
-        };
-        dw_taps<S>(g, n, tap, w, init, flat);
-        for (I64 r = 0; r < nrows; ++r) {
-            const I64 y = y0 + r;
-            const I64 lo = p0 > y * g.ow ? p0 : y * g.ow, hi = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;
-            if (lo >= hi) continue;
-            const T* f = flat + r * wq + (lo - y * g.ow);
-            T* o = out + (lo - p0);
-            // Whole vectors run over into the next row's outputs (written after this row),
-            // never past p1.
-            if (lo + (hi - lo + W - 1) / W * W > p1) {
-                copy_n<S>(f, hi - lo, o);
-                continue;
+    for (I64 k = 0; k < nch; ++k) {
+        x = xs[k];
+        x_end = x + g.h * g.w;
+        const T* w = ws[k];
+        const T init = inits != nullptr ? inits[k] : T(0);
+        T* out = outs + k * ld;
+        for (I64 y0 = y_first; y0 <= y_last; y0 += pl.rows) {
+            const I64 nrows = pl.rows < y_last + 1 - y0 ? pl.rows : y_last + 1 - y0;
+            const I64 n = (nrows - 1) * wq + g.ow;  // flat positions of the band's pixels
+            const I64 brows = nrows + pl.oy;        // phase rows of the band
+            for (I64 a = 0; a < pl.pr; ++a) {
+                T* plane_a = band + a * pl.pc * pl.plane;
+                for (I64 r = 0; r < brows; ++r) put_row((y0 + r) * g.sh + a - g.ph, plane_a + r * wq);
+                for (I64 b = 0; b < pl.pc; ++b) fill_n<S>(plane_a + b * pl.plane + brows * wq, pl.slack, T(0));
             }
-            for (I64 i = 0; i < hi - lo; i += W) S::store(o + i, S::load(f + i));
+            dw_taps<S>(g, n, tap, w, init, flat);
+            for (I64 r = 0; r < nrows; ++r) {
+                const I64 y = y0 + r;
+                const I64 lo = p0 > y * g.ow ? p0 : y * g.ow, hi = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;
+                if (lo >= hi) continue;
+                const T* f = flat + r * wq + (lo - y * g.ow);
+                T* o = out + (lo - p0);
+                // Whole vectors run over into the next row's outputs (written after this row),
+                // never past p1.
+                if (lo + (hi - lo + W - 1) / W * W > p1) {
+                    copy_n<S>(f, hi - lo, o);
+                    continue;
+                }
+                for (I64 i = 0; i < hi - lo; i += W) S::store(o + i, S::load(f + i));
+            }
         }
     }
 }
@@ -396,7 +418,7 @@ constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::in
                  nc,
                  {nullptr, &tile<S, MR, NV, int(R) + 1>...},
                  {nullptr, &rows<S, 1>, &rows<S, 2>, &rows<S, 3>, &rows<S, 4>},
-                 &dw_plane<S>,
+                 &dw_planes<S>,
                  &max_pool<S>};
 }
 

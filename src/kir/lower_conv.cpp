@@ -22,6 +22,7 @@ using ir::ValueId;
 // equal blocks (balanced_block), so that threads split an image evenly.
 constexpr std::int64_t kRowBlock = limits::conv_row_block;
 constexpr std::int64_t kColBlock = limits::conv_col_block;
+constexpr std::int64_t kDwColBlock = limits::conv_dw_col_block;
 
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
@@ -60,7 +61,12 @@ void lower_conv(Lowering& L) {
     const ExprRef G = index_const(groups);
     const ExprRef og = idiv(O, G), npix = imul(OH, OW), KHW = imul(KH, KW), K = imul(CG, KHW);
     const ExprRef batch = imul(N, G);
-    const std::int64_t row_block = balanced_block(og, kRowBlock, 8), col_block = balanced_block(npix, kColBlock, 16);
+    // A depthwise convolution (one input channel per group) is cheap per pixel: its blocks
+    // are whole planes up to kDwColBlock pixels (the channels are what threads split).
+    std::int64_t cg = 0;
+    const bool depthwise = const_value(CG, &cg) && cg == 1;
+    const std::int64_t row_block = balanced_block(og, kRowBlock, 8);
+    const std::int64_t col_block = balanced_block(npix, depthwise ? kDwColBlock : kColBlock, 16);
     const ExprRef rblocks = ceil_div(og, row_block), cblocks = ceil_div(npix, col_block);
 
     // With padding the nest loads x[x_offset] for padded positions too (the value unused):

@@ -63,7 +63,11 @@ std::atomic<int> g_vector_bytes{0};  // 0: from the host features
 
 constexpr std::int64_t kStackBytes = 96 * 1024;
 constexpr std::int64_t kStreamCols = 512;  // columns per call of the rows kernel (stream())
+// Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
+// fewer input rows read twice by consecutive calls; the stack buffer holds them.
+constexpr std::int64_t kDwCols = 2048;
 constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of at most these rows stream B
+static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
 [[noreturn]] void fail(Bailout b, const std::string& msg) { throw CodegenError{b, msg}; }
 
@@ -111,6 +115,7 @@ public:
         if (h_.im2col) {
             geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
             geo_->setAlignment(llvm::Align(8));
+            dwp_ = b_.CreateAlloca(llvm::ArrayType::get(llvm::PointerType::getUnqual(ctx_), 2 * kStreamRows), nullptr, "dw.ptrs");
         }
 
         m_ = em_.index(h_.m);
@@ -162,11 +167,24 @@ public:
         // Outer indices [begin, end): the consecutive column blocks of one row block in the
         // range run as one block (kir.h, MatmulHint).
         Value* stop = b_.CreateSelect(failed, begin, end);
-        loop_by(begin, stop, "gemm.outer", [&](Value* outer) {
-            Value* run = smin(b_.CreateSub(stop, outer), b_.CreateSub(cblocks_, b_.CreateSRem(outer, cblocks_)));
-            block(outer, run);
-            return run;
-        });
+        auto blocks = [&] {
+            loop_by(begin, stop, "gemm.outer", [&](Value* outer) {
+                Value* run = smin(b_.CreateSub(stop, outer), b_.CreateSub(cblocks_, b_.CreateSRem(outer, cblocks_)));
+                block(outer, run);
+                return run;
+            });
+        };
+        if (!h_.im2col || widened_a() || widened_b()) return blocks();
+        // A depthwise convolution whose planes are one column block each: an outer index is
+        // one batch entry (one channel), and up to kStreamRows of them run per kernel call.
+        Value* whole_planes = b_.CreateAnd(b_.CreateICmpEQ(m_, i64(1)), b_.CreateICmpEQ(cblocks_, i64(1)));
+        choose(b_.CreateAnd(b_.CreateICmpEQ(k_dim_, im_khw_), whole_planes), [&] {
+            loop_by(begin, stop, "dw.outer", [&](Value* outer) {
+                Value* count = smin(b_.CreateSub(stop, outer), i64(kStreamRows));
+                depthwise_planes(outer, count);
+                return count;
+            });
+        }, blocks);
     }
 
 private:
@@ -183,6 +201,7 @@ private:
     llvm::AllocaInst* tile_ = nullptr;
     llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to kStreamRows rows
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
+    llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
     llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
@@ -421,21 +440,54 @@ private:
     // kDepthwiseF32Symbol) into the stack buffer, kStreamCols pixels at a time, then the
     // epilogue. An implicit GEMM of depth kh * kw would spend its time packing.
     void depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+        loop(i64(0), rows, i64(1), "dw.r", [&](Value* r) {
+            Value* row = b_.CreateAdd(i0, r);
+            set_dw_planes(i64(0), xb, elem(ab, b_.CreateMul(row, k_dim_)));
+            loop(j0, j1, i64(kDwCols), "dw.c", [&](Value* jc) {
+                Value* n = smin(i64(kDwCols), b_.CreateSub(j1, jc));
+                call_depthwise(i64(1), jc, b_.CreateAdd(jc, n));
+                epilogue(sbuf_, kDwCols, row, i64(1), jc, n);
+            });
+        });
+    }
+
+    // Batch entries [outer, outer + count) of a depthwise convolution whose planes are one
+    // column block each (one output channel, all of its pixels, per entry): per kStreamCols
+    // pixels, one call of the kernel into rows of the stack buffer, then the epilogue of each.
+    void depthwise_planes(Value* outer, Value* count) {
+        loop(i64(0), count, i64(1), "dw.k", [&](Value* k) {
+            em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+            set_dw_planes(k, selem(db_, bbuf_, em_.index(h_.im2col->x_offset)), selem(da_, a_, em_.index(h_.a_offset)));
+        });
+        loop(i64(0), n_, i64(kStreamCols), "dw.c", [&](Value* jc) {
+            Value* n = smin(i64(kStreamCols), b_.CreateSub(n_, jc));
+            call_depthwise(count, jc, b_.CreateAdd(jc, n));
+            loop(i64(0), count, i64(1), "dw.e", [&](Value* k) {
+                em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+                epilogue(elem(sbuf_, b_.CreateMul(k, i64(kStreamCols))), kStreamCols, i64(0), i64(1), jc, n);
+            });
+        });
+    }
+
+    // Entry k of the depthwise kernel's pointer arrays: plane x, filter w.
+    void set_dw_planes(Value* k, Value* x, Value* w) {
+        auto* at = dwp_->getAllocatedType();
+        b_.CreateStore(x, b_.CreateInBoundsGEP(at, dwp_, {i64(0), k}));
+        b_.CreateStore(w, b_.CreateInBoundsGEP(at, dwp_, {i64(0), b_.CreateAdd(k, i64(kStreamRows))}));
+    }
+
+    // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on the first `count` entries of
+    // the pointer arrays, pixels [p0, p1), into rows of the stack buffer.
+    void call_depthwise(Value* count, Value* p0, Value* p1) {
         llvm::Module& mod = *fn_->getParent();
         auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
         llvm::Type* i64t = b_.getInt64Ty();
-        llvm::FunctionCallee dw_fn =
-            mod.getOrInsertFunction(t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
-                                    llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t}, false));
-        loop(i64(0), rows, i64(1), "dw.r", [&](Value* r) {
-            Value* row = b_.CreateAdd(i0, r);
-            Value* w = elem(ab, b_.CreateMul(row, k_dim_));
-            loop(j0, j1, i64(kStreamCols), "dw.c", [&](Value* jc) {
-                Value* n = smin(i64(kStreamCols), b_.CreateSub(j1, jc));
-                b_.CreateCall(dw_fn, {geo_, xb, w, sbuf_, jc, b_.CreateAdd(jc, n)});
-                epilogue(sbuf_, kStreamCols, row, i64(1), jc, n);
-            });
-        });
+        llvm::FunctionCallee dw_fn = mod.getOrInsertFunction(
+            t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
+            llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t}, false));
+        auto* at = dwp_->getAllocatedType();
+        b_.CreateCall(dw_fn, {geo_, count, b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(0)}),
+                              b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(kStreamRows)}), sbuf_, i64(kStreamCols), p0, p1});
     }
 
     // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself

@@ -1,7 +1,7 @@
 // The ahead-of-time kernels that tier-2 GEMM and conv code calls (codegen.h): the rows
 // kernel for blocks of fewer rows than a register tile (kRowsF32Symbol: cpu::gemm_acc, at
 // most cpu::kMaxStreamedRows rows a call, so that it streams B instead of packing it), and
-// the depthwise plane kernel (kDepthwiseF32Symbol: cpu::depthwise_plane).
+// the depthwise kernel (kDepthwiseF32Symbol: cpu::depthwise_planes).
 #include "tiers/llvm/codegen.h"
 
 #include "src/cpu/depthwise.h"
@@ -24,7 +24,8 @@ void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std
 }
 
 template <class T>
-void depthwise_of(const std::int64_t* geo, const T* x, const T* w, T* out, std::int64_t p0, std::int64_t p1) noexcept {
+void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs, const T* const* ws, T* out,
+                  std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
     const cpu::Im2colShape g{geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]};
     const cpu::DwPlan plan = cpu::depthwise_plan(g);
     T* scratch = static_cast<T*>(kernel_scratch(plan.scratch_elems * static_cast<std::int64_t>(sizeof(T))));
@@ -32,19 +33,19 @@ void depthwise_of(const std::int64_t* geo, const T* x, const T* w, T* out, std::
         kernel_failed();
         return;
     }
-    cpu::depthwise_plane<T>(cpu::kernel_cpu_isa(), g, plan, x, w, T(0), out, p0, p1, scratch);
+    cpu::depthwise_planes<T>(cpu::kernel_cpu_isa(), g, plan, nch, xs, ws, nullptr, out, ld, p0, p1, scratch);
 }
 
 }  // namespace
 
-void depthwise_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t p0,
-                   std::int64_t p1) noexcept {
-    depthwise_of(geo, x, w, out, p0, p1);
+void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const* xs, const float* const* ws, float* out,
+                   std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
+    depthwise_of(geo, nch, xs, ws, out, ld, p0, p1);
 }
 
-void depthwise_f64(const std::int64_t* geo, const double* x, const double* w, double* out, std::int64_t p0,
-                   std::int64_t p1) noexcept {
-    depthwise_of(geo, x, w, out, p0, p1);
+void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
+                   double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
+    depthwise_of(geo, nch, xs, ws, out, ld, p0, p1);
 }
 
 void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const float* a, std::int64_t lda, const float* b,
