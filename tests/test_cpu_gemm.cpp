@@ -246,6 +246,48 @@ TEST_CASE("cpu gemm: the depthwise plane kernel against double loops (strides 1-
     }
 }
 
+// depthwise_planes: several planes of one geometry in one call (each its own input, filter
+// and start value, outputs ld apart), the same values as one plane per call, nothing
+// written between the planes' outputs.
+TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one plane per call") {
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
+        struct Case { I64 hw, k, s, p; };
+        for (const Case c : {Case{7, 3, 1, 1}, Case{14, 3, 2, 1}, Case{9, 5, 1, 2}, Case{13, 5, 2, 2}, Case{20, 3, 3, 0}}) {
+            kiln::cpu::Im2colShape g{1, c.hw, c.hw + 1, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
+            g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
+            const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1, npix = oh * g.ow, nch = 19, ld = npix + 5;
+            CAPTURE(c.hw);
+            CAPTURE(c.k);
+            CAPTURE(c.s);
+            const std::vector<float> x = random_values<float>(static_cast<std::size_t>(nch * g.h * g.w), 31);
+            const std::vector<float> w = random_values<float>(static_cast<std::size_t>(nch * c.k * c.k), 32);
+            const std::vector<float> init = random_values<float>(static_cast<std::size_t>(nch), 33);
+            std::vector<const float*> xs, ws;
+            for (I64 k = 0; k < nch; ++k) {
+                xs.push_back(x.data() + k * g.h * g.w);
+                ws.push_back(w.data() + k * c.k * c.k);
+            }
+            const kiln::cpu::DwPlan plan = kiln::cpu::depthwise_plan(g);
+            std::vector<float> scratch(static_cast<std::size_t>(plan.scratch_elems));
+            std::vector<float> many(static_cast<std::size_t>(nch * ld), -7.0f), one(static_cast<std::size_t>(npix));
+            const I64 p0 = 1, p1 = npix;
+            kiln::cpu::depthwise_planes<float>(isa, g, plan, nch, xs.data(), ws.data(), init.data(), many.data(), ld, p0,
+                                               p1, scratch.data());
+            for (I64 k = 0; k < nch; ++k) {
+                kiln::cpu::depthwise_plane<float>(isa, g, plan, xs[static_cast<std::size_t>(k)], ws[static_cast<std::size_t>(k)],
+                                                  init[static_cast<std::size_t>(k)], one.data(), p0, p1, scratch.data());
+                CAPTURE(k);
+                for (I64 p = 0; p < ld; ++p) {
+                    const float got = many[static_cast<std::size_t>(k * ld + p)];
+                    if (p < p1 - p0) CHECK(got == one[static_cast<std::size_t>(p)]);
+                    else CHECK(got == -7.0f);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cpu gemm: the instruction set is the best the CPU reports, AVX-512 only where it runs") {
     const CpuIsa host = kiln::cpu::host_cpu_isa();
     MESSAGE("kernel instruction set: " << std::string(kiln::cpu::cpu_isa_name(kiln::cpu::kernel_cpu_isa())));
