@@ -211,7 +211,7 @@ TEST_CASE("cpu gemm: the depthwise plane kernel against double loops (strides 1-
         struct Case { I64 hw, k, s, p, d; };
         std::vector<Case> cases = {{112, 3, 1, 1, 1}, {112, 3, 2, 1, 1}, {56, 3, 2, 1, 1}, {28, 5, 1, 2, 1}, {14, 3, 1, 1, 1},
                                    {14, 5, 2, 2, 1}, {7, 3, 1, 1, 1},   {7, 5, 1, 2, 1},  {9, 3, 1, 0, 1},  {33, 3, 1, 2, 2}};
-        for (int r = 0; r < 60; ++r) cases.push_back({pick(1, 40), pick(1, 7), pick(1, 3), pick(0, 3), pick(1, 3)});
+        for (int r = 0; r < 300; ++r) cases.push_back({pick(1, 40), pick(1, 7), pick(1, 3), pick(0, 3), pick(1, 3)});
         for (const Case& c : cases)
             for (int tall = 0; tall < 2; ++tall) {
                 kiln::cpu::Im2colShape g;

@@ -282,7 +282,8 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
                     u += W;
                 }
             } else if (g.sw == 2) {
-                for (; u + W <= sp.hi; u += W) S::store(d + u, S::load2(s0 + 2 * u));
+                // (load2 reads the odd element after the last one it keeps: not past the plane)
+                for (; u + W <= sp.hi && s0 + 2 * (u + W) <= x_end; u += W) S::store(d + u, S::load2(s0 + 2 * u));
                 if (u < sp.hi) {
                     V v;
                     if (s0 + 2 * (u + W) <= x_end) {
