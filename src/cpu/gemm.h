@@ -71,9 +71,7 @@ struct DwPlan {
     std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;
 };
 
-
-
-// depthwise.h's depthwise_plane for one instruction set (plan: depthwise_plan(g)).
+// depthwise.h's depthwise_planes for one instruction set (plan: depthwise_plan(g)).
 template <class T>
 using DwPlanesFn = void (*)(const Im2colShape& g, const DwPlan& plan, std::int64_t nch, const T* const* xs,
                             const T* const* ws, const T* inits, T* outs, std::int64_t ld, std::int64_t p0, std::int64_t p1,

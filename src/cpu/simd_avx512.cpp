@@ -20,7 +20,7 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-// The kernels\' short store loops (a band row\'s zeros) stay stores, not calls of memset.
+// The kernels' short store loops (a band row's zeros) stay stores, not calls of memset.
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
 #include "src/cpu/simd_kernels.h"

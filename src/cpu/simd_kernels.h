@@ -4,8 +4,8 @@
 //   S::T (float, double), S::V (the vector), S::W (lanes), zero(), load(p), store(p, v),
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
-//   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b) (per lane: NaN if either is,
-//   else the larger).
+//   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b)
+//   (per lane: NaN if either is, else the larger).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
@@ -221,14 +221,14 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 }
 
 // Output pixels [p0, p1) of nch depthwise planes (depthwise.h, DwPlan): plane k from xs[k]
-// with the filter ws[k], started from inits[k] (0 without inits), into outs + k * ld. Per band of output
-// rows, the input rows the band reads are copied into pr x pc zero-padded phase planes of
-// pitch wq (phase (a, b): padded input rows v * sh + a, columns u * sw + b; one plane for
-// stride 1), so that tap (i, j) of output pixel (y, x) is element (y + i * dh / sh) * wq +
-// x + j * dw / sw of phase ((i * dh) % sh, (j * dw) % sw): the band's pixels, read as one
-// flat row q = y * wq + x, take one unit-stride vector load per tap. The taps accumulate in
-// registers from init (dw_taps); the flat output's x >= ow lanes are computed and dropped
-// when the rows are copied out.
+// with the filter ws[k], started from inits[k] (0 without inits), into outs + k * ld. Per
+// band of output rows, the input rows the band reads are copied into pr x pc zero-padded
+// phase planes of pitch wq (phase (a, b): padded input rows v * sh + a, columns u * sw + b;
+// one plane for stride 1), so that tap (i, j) of output pixel (y, x) is element
+// (y + i * dh / sh) * wq + x + j * dw / sw of phase ((i * dh) % sh, (j * dw) % sw): the
+// band's pixels, read as one flat row q = y * wq + x, take one unit-stride vector load per
+// tap. The taps accumulate in registers from init (dw_taps); the flat output's x >= ow
+// lanes are computed and dropped when the rows are copied out.
 template <class S>
 void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const typename S::T* const* xs,
                const typename S::T* const* ws, const typename S::T* inits, typename S::T* outs, std::int64_t ld,
@@ -304,21 +304,16 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
             for (; u < wq; u += W) S::store(d + u, vzero);
         }
     };
-    // Tap (i, j) at band + row_off[i] + col_off[j] (divisions once per call, not per band).
+    // Tap (i, j) at band + row_off[i] + col_off[j]: the divisions once per call, not per band
+    // (for the first kOffs filter rows and columns; larger filters compute the rest per band).
     constexpr I64 kOffs = 32;
+    auto row_part = [&](I64 i) { return (i * g.dh % g.sh) * pl.pc * pl.plane + (i * g.dh / g.sh) * wq; };
+    auto col_part = [&](I64 j) { return (j * g.dw % g.sw) * pl.plane + j * g.dw / g.sw; };
     I64 row_off[kOffs], col_off[kOffs];
-    auto off_of = [&](I64 i, I64 j, I64* ro, I64* co) {
-        const I64 ti = i * g.dh, tj = j * g.dw;
-        *ro = (ti % g.sh) * pl.pc * pl.plane + (ti / g.sh) * wq;
-        *co = (tj % g.sw) * pl.plane + tj / g.sw;
-    };
-    for (I64 i = 0; i < g.kh && i < kOffs; ++i) off_of(i, 0, &row_off[i], &col_off[0]);
-    for (I64 j = 0; j < g.kw && j < kOffs; ++j) off_of(0, j, &row_off[0], &col_off[j]);
+    for (I64 i = 0; i < g.kh && i < kOffs; ++i) row_off[i] = row_part(i);
+    for (I64 j = 0; j < g.kw && j < kOffs; ++j) col_off[j] = col_part(j);
     auto tap = [&](I64 i, I64 j) -> const T* {
-        if (i < kOffs && j < kOffs) return band + row_off[i] + col_off[j];
-        I64 ro = 0, co = 0;
-        off_of(i, j, &ro, &co);
-        return band + ro + co;
+        return band + (i < kOffs ? row_off[i] : row_part(i)) + (j < kOffs ? col_off[j] : col_part(j));
     };
     const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
     for (I64 k = 0; k < nch; ++k) {

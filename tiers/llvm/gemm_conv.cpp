@@ -1,0 +1,373 @@
+// The convolution paths of the blocked GEMM (gemm_gen.h; the plan at the top of gemm.cpp):
+// a convolution's B (kir::Im2col) is never built. One input channel per group runs src/cpu's
+// depthwise kernel (depthwise(), depthwise_planes()). Otherwise grid() reads B from the
+// block's input rows copied once into zero-padded phase planes (one per stride phase; the
+// image itself for a dense 1x1 conv), with register tiles over strips of consecutive output
+// pixels; where the grid would be mostly padding, the packed loop nest of gemm.cpp packs B
+// straight from the image, a run of output pixels of one output row at a time
+// (pack_im2col()).
+#include "tiers/llvm/gemm_gen.h"
+
+namespace kiln::tiers::llvm_tier::gemm_detail {
+
+void GemmGen::depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    loop(i64(0), rows, i64(1), "dw.r", [&](Value* r) {
+        Value* row = b_.CreateAdd(i0, r);
+        set_dw_planes(i64(0), xb, elem(ab, b_.CreateMul(row, k_dim_)));
+        loop(j0, j1, i64(kDwCols), "dw.c", [&](Value* jc) {
+            Value* n = smin(i64(kDwCols), b_.CreateSub(j1, jc));
+            call_depthwise(i64(1), jc, b_.CreateAdd(jc, n));
+            epilogue(sbuf_, kDwCols, row, i64(1), jc, n);
+        });
+    });
+}
+
+void GemmGen::depthwise_planes(Value* outer, Value* count) {
+    loop(i64(0), count, i64(1), "dw.k", [&](Value* k) {
+        em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+        set_dw_planes(k, selem(db_, bbuf_, em_.index(h_.im2col->x_offset)), selem(da_, a_, em_.index(h_.a_offset)));
+    });
+    loop(i64(0), n_, i64(kStreamCols), "dw.c", [&](Value* jc) {
+        Value* n = smin(i64(kStreamCols), b_.CreateSub(n_, jc));
+        call_depthwise(count, jc, b_.CreateAdd(jc, n));
+        loop(i64(0), count, i64(1), "dw.e", [&](Value* k) {
+            em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+            epilogue(elem(sbuf_, b_.CreateMul(k, i64(kStreamCols))), kStreamCols, i64(0), i64(1), jc, n);
+        });
+    });
+}
+
+void GemmGen::set_dw_planes(Value* k, Value* x, Value* w) {
+    auto* at = dwp_->getAllocatedType();
+    b_.CreateStore(x, b_.CreateInBoundsGEP(at, dwp_, {i64(0), k}));
+    b_.CreateStore(w, b_.CreateInBoundsGEP(at, dwp_, {i64(0), b_.CreateAdd(k, i64(kStreamRows))}));
+}
+
+void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1) {
+    llvm::Module& mod = *fn_->getParent();
+    auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+    llvm::Type* i64t = b_.getInt64Ty();
+    llvm::FunctionCallee dw_fn = mod.getOrInsertFunction(
+        t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t}, false));
+    auto* at = dwp_->getAllocatedType();
+    b_.CreateCall(dw_fn, {geo_, count, b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(0)}),
+                          b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(kStreamRows)}), sbuf_, i64(kStreamCols), p0, p1});
+}
+
+Value* GemmGen::dense_conv() {
+    const kir::Im2col& c = *h_.im2col;
+    if (c.stride[0] != 1 || c.stride[1] != 1 || c.pad[0] != 0 || c.pad[1] != 0) return b_.getFalse();
+    return b_.CreateICmpEQ(im_khw_, i64(1));
+}
+
+Value* GemmGen::grid_pitch() {
+    const kir::Im2col& c = *h_.im2col;
+    Value* span_x = b_.CreateMul(b_.CreateSub(im_kw_, i64(1)), i64(c.dilation[1]));
+    return b_.CreateAdd(im_ow_, b_.CreateSDiv(span_x, i64(c.stride[1])));
+}
+
+Value* GemmGen::grid_applies() {
+    return b_.CreateOr(dense_conv(), b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(grid_pitch(), i64(3))));
+}
+
+void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    const kir::Im2col& c = *h_.im2col;
+    const std::int64_t phases = phase_rows() * phase_cols();
+    Value* dense = dense_conv();
+    Value* kh = em_.index(c.kh);
+    Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
+    Value* wq = grid_pitch();
+    Value* ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
+    Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
+    Value* q_rows = b_.CreateSelect(
+        dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, ya), i64(1)), b_.CreateSDiv(span_y, i64(c.stride[0]))));
+    Value* plane = b_.CreateMul(q_rows, wq);  // one phase plane
+    Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+    // The grid: the phase planes in the scratch (and NR + 2 wq zeros past their end, which
+    // the last strips read); or the image itself, and in the scratch the last strip's
+    // columns of each channel, zero padded (its loads would read past the image).
+    Value* slack = b_.CreateAdd(i64(nr_), b_.CreateMul(wq, i64(2)));
+    Value* elems = b_.CreateSelect(dense, b_.CreateMul(cin, i64(nr_)),
+                                   b_.CreateAdd(b_.CreateMul(b_.CreateMul(cin, i64(phases)), plane), slack));
+    Value* scratch = this->scratch(b_.CreateMul(elems, i64(es_)));
+    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense);
+    if_else(b_.CreateIsNull(scratch), [&] { mark_failed(); },
+            [&] {
+                if (!dense_c || dense_c->isZero())
+                    if_then(b_.CreateNot(dense), [&] { phase_planes(xb, scratch, cin, ya, q_rows, wq, slack); });
+            });
+    Value* buf = b_.CreateSelect(dense, xb, scratch);
+    // A failed scratch allocation: no work (tier.h).
+    if_then(b_.CreateIsNotNull(scratch), [&] {
+        // Grid pixel of output pixel j: (j / ow - ya) * wq + j % ow.
+        auto at = [&](Value* j) {
+            return b_.CreateAdd(b_.CreateMul(b_.CreateSub(b_.CreateSDiv(j, im_ow_), ya), wq), b_.CreateSRem(j, im_ow_));
+        };
+        Value* g0 = at(j0);
+        Value* g1 = b_.CreateAdd(at(b_.CreateSub(j1, i64(1))), i64(1));
+        GridStrip st{ab, buf, i0, nullptr, kh, plane, wq};
+        loop(g0, g1, i64(nr_), "grid.strip", [&](Value* gs) {
+            st.gs = gs;
+            st.buf = buf;
+            st.plane = plane;
+            if (!dense_c || dense_c->isOne()) {
+                Value* tail = b_.CreateAnd(dense, b_.CreateICmpSGT(b_.CreateAdd(gs, i64(nr_)), plane));
+                if_then(tail, [&] {
+                    Value* n = b_.CreateMul(b_.CreateSub(plane, gs), i64(es_));
+                    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+                    loop(i64(0), cin, i64(1), "grid.tail", [&](Value* ci) {
+                        Value* dst = elem(scratch, b_.CreateMul(ci, i64(nr_)));
+                        b_.CreateMemCpy(dst, ea, selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane), gs)), ea, n);
+                        b_.CreateMemSet(b_.CreateGEP(b_.getInt8Ty(), dst, n), b_.getInt8(0),
+                                        b_.CreateSub(i64(nr_ * es_), n), ea);
+                    }, true);
+                });
+                // Not inbounds: the tail's base lies before the scratch; its loads do not.
+                st.buf = b_.CreateSelect(tail, b_.CreateGEP(t_, scratch, b_.CreateNeg(gs)), buf);
+                st.plane = b_.CreateSelect(tail, i64(nr_), plane);
+            }
+            loop(i64(0), rows, i64(mr_), "grid.ir", [&](Value* ir) {
+                Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
+                micro_grid(st, ir, left);
+                // Store the strip's output pixels: a run per grid row it touches.
+                Value* r0 = b_.CreateSDiv(gs, wq);
+                Value* r1 = b_.CreateSDiv(b_.CreateSub(smin(b_.CreateAdd(gs, i64(nr_)), g1), i64(1)), wq);
+                loop(r0, b_.CreateAdd(r1, i64(1)), i64(1), "grid.run", [&](Value* r) {
+                    Value* rs = b_.CreateMul(r, wq);
+                    Value* x_lo = smax(b_.CreateSub(gs, rs), i64(0));
+                    Value* x_hi = smin(b_.CreateSub(b_.CreateAdd(gs, i64(nr_)), rs), im_ow_);
+                    Value* out_row = b_.CreateMul(b_.CreateAdd(ya, r), im_ow_);
+                    // Clipped to the block's pixels [j0, j1).
+                    Value* o_lo = smax(b_.CreateAdd(out_row, x_lo), j0);
+                    Value* o_hi = smin(b_.CreateAdd(out_row, x_hi), j1);
+                    if_then(b_.CreateICmpSLT(o_lo, o_hi), [&] {
+                        Value* t0 = b_.CreateSub(b_.CreateAdd(rs, b_.CreateSub(o_lo, out_row)), gs);
+                        epilogue(elem(tile_, t0), nr_, b_.CreateAdd(i0, ir), left, o_lo, b_.CreateSub(o_hi, o_lo));
+                    });
+                }, true);
+            });
+        });
+    });
+}
+
+std::int64_t GemmGen::phase_rows() {
+    auto* k = llvm::dyn_cast<llvm::ConstantInt>(em_.index(h_.im2col->kh));
+    return k && k->isOne() ? 1 : h_.im2col->stride[0];
+}
+
+std::int64_t GemmGen::phase_cols() {
+    auto* k = llvm::dyn_cast<llvm::ConstantInt>(im_kw_);
+    return k && k->isOne() ? 1 : h_.im2col->stride[1];
+}
+
+void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* q_rows, Value* wq, Value* slack) {
+    const kir::Im2col& c = *h_.im2col;
+    const std::int64_t sh = c.stride[0], sw = c.stride[1], py = phase_rows(), px = phase_cols();
+    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    Value* plane_in = b_.CreateMul(im_h_, im_w_);
+    Value* plane = b_.CreateMul(q_rows, wq);
+    Value* esz = i64(es_);
+    loop(i64(0), cin, i64(1), "phase.ci", [&](Value* ci) {
+        for (std::int64_t a = 0; a < py; ++a)
+            for (std::int64_t bb = 0; bb < px; ++bb) {
+                Value* dst0 = elem(buf, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ci, i64(py * px)), i64(a * px + bb)), plane));
+                // Columns u in [lo, hi) read the image: 0 <= u * sw + bb - pw < w.
+                const std::int64_t first = bb - c.pad[1];
+                Value* lo = smin(i64(first >= 0 ? 0 : (-first + sw - 1) / sw), wq);  // no wider than the row
+                Value* hi = smax(smin(wq, b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(im_w_, i64(first)), i64(sw - 1)), i64(sw))), lo);
+                loop(i64(0), q_rows, i64(1), "phase.r", [&](Value* r) {
+                    Value* iy = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(ya, r), i64(sh)), i64(a - c.pad[0]));
+                    Value* dst = elem(dst0, b_.CreateMul(r, wq));
+                    if_else(b_.CreateICmpULT(iy, im_h_),
+                            [&] {
+                                b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(lo, esz), ea);
+                                Value* src = selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane_in), b_.CreateMul(iy, im_w_)));
+                                Value* from = b_.CreateAdd(b_.CreateMul(lo, i64(sw)), i64(first));
+                                if (sw == 1) {
+                                    b_.CreateMemCpy(elem(dst, lo), ea, selem(db_, src, from), ea, b_.CreateMul(b_.CreateSub(hi, lo), esz));
+                                } else {
+                                    loop(lo, hi, i64(1), "phase.u", [&](Value* u) {
+                                        Value* ix = b_.CreateAdd(b_.CreateMul(u, i64(sw)), i64(first));
+                                        b_.CreateAlignedStore(load_in(db_, selem(db_, src, ix), 1), elem(dst, u), ea);
+                                    }, true);
+                                }
+                                b_.CreateMemSet(elem(dst, hi), b_.getInt8(0), b_.CreateMul(b_.CreateSub(wq, hi), esz), ea);
+                            },
+                            [&] { b_.CreateMemSet(dst, b_.getInt8(0), b_.CreateMul(wq, esz), ea); });
+                }, true);
+            }
+    }, true);
+    b_.CreateMemSet(elem(buf, b_.CreateMul(b_.CreateMul(cin, i64(py * px)), plane)), b_.getInt8(0), b_.CreateMul(slack, esz), ea);
+}
+
+void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
+    const kir::Im2col& c = *h_.im2col;
+    const std::int64_t sh = c.stride[0], sw = c.stride[1], px = phase_cols();
+    const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
+    const auto nacc = static_cast<std::size_t>(mr_ * nv_);
+    auto accp = [&](std::size_t i) { return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, i); };
+    Value* zero = llvm::ConstantAggregateZero::get(vt_);
+    for (std::size_t i = 0; i < nacc; ++i) b_.CreateAlignedStore(zero, accp(i), va);
+    std::vector<Value*> arow(static_cast<std::size_t>(mr_));
+    for (int r = 0; r < mr_; ++r) {
+        Value* row = b_.CreateAdd(b_.CreateAdd(st.i0, ir), smin(i64(r), b_.CreateSub(left, i64(1))));
+        arow[static_cast<std::size_t>(r)] = selem(da_, st.ab, b_.CreateMul(row, k_dim_));
+    }
+    const auto vw = static_cast<unsigned>(vw_);
+    Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+    Value* strip = b_.CreateGEP(t_, st.buf, st.gs);  // not inbounds: see grid() (the tail strip)
+    loop(i64(0), cin, i64(1), "grid.ci", [&](Value* ci) {
+        Value* pl = elem(strip, b_.CreateMul(b_.CreateMul(ci, i64(phase_rows() * px)), st.plane));
+        Value* kci = b_.CreateMul(ci, im_khw_);
+        taps(st.kh, "grid.i", [&](Value* i) {
+            // i * dh = oy * sh + a: phase row a, grid row offset oy.
+            Value* iy = b_.CreateMul(i, i64(c.dilation[0]));
+            Value* rowp = elem(pl, b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateSRem(iy, i64(sh)), i64(px)), st.plane),
+                                                b_.CreateMul(b_.CreateSDiv(iy, i64(sh)), st.wq)));
+            Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
+            taps(im_kw_, "grid.j", [&](Value* j) {
+                Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
+                Value* bptr = elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane), b_.CreateSDiv(jx, i64(sw))));
+                std::vector<Value*> bv(static_cast<std::size_t>(nv_));
+                for (int v = 0; v < nv_; ++v) bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), ea);
+                Value* k = b_.CreateAdd(kr, j);
+                for (int r = 0; r < mr_; ++r) {
+                    Value* av = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], k), 1);
+                    Value* sp = b_.CreateVectorSplat(vw, av);
+                    for (int v = 0; v < nv_; ++v) {
+                        Value* p = accp(static_cast<std::size_t>(r * nv_ + v));
+                        Value* a = b_.CreateAlignedLoad(vt_, p, va);
+                        b_.CreateAlignedStore(
+                            b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, bv[static_cast<std::size_t>(v)], a}), p, va);
+                    }
+                }
+            });
+        });
+    }, true);
+    for (int r = 0; r < mr_; ++r)
+        for (int v = 0; v < nv_; ++v)
+            b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(static_cast<std::size_t>(r * nv_ + v)), va),
+                                  elem(tile_, i64(r * nr_ + v * vw_)), va);
+}
+
+template <class F> void GemmGen::taps(Value* count, const std::string& name, F body) {
+    if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(count); known && known->isOne()) {
+        body(i64(0));
+        return;
+    }
+    loop(i64(0), count, i64(1), name, body, true);
+}
+
+void GemmGen::pack_im2col(Value* xb, Value* pc, Value* jc, Value* kc, Value* nc) {
+    const kir::Im2col& c = *h_.im2col;
+    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    Value* zero = llvm::ConstantFP::get(t_, 0.0);
+    Value* plane_elems = b_.CreateMul(im_h_, im_w_);
+    auto fill = [&](Value* dst, Value* from, Value* to) {
+        loop(from, to, i64(1), "im2col.zero", [&](Value* t) { b_.CreateAlignedStore(zero, elem(dst, t), ea); }, true);
+    };
+    loop(i64(0), nc, i64(nr_), "im2col.strip", [&](Value* jr) {
+        Value* cols = smin(i64(nr_), b_.CreateSub(nc, jr));
+        Value* col0 = b_.CreateAdd(jc, jr);
+        Value* y0 = b_.CreateSDiv(col0, im_ow_);
+        Value* x0 = b_.CreateSRem(col0, im_ow_);
+        Value* strip = elem(bp_, b_.CreateMul(jr, kc));
+        loop(i64(0), kc, i64(1), "im2col.k", [&](Value* kk) {
+            Value* ka = b_.CreateAdd(pc, kk);
+            Value* ch = b_.CreateSDiv(ka, im_khw_);
+            Value* r = b_.CreateSRem(ka, im_khw_);
+            Value* ioff = b_.CreateSub(b_.CreateMul(b_.CreateSDiv(r, im_kw_), i64(c.dilation[0])), i64(c.pad[0]));
+            Value* joff = b_.CreateSub(b_.CreateMul(b_.CreateSRem(r, im_kw_), i64(c.dilation[1])), i64(c.pad[1]));
+            Value* plane = selem(db_, xb, b_.CreateMul(ch, plane_elems));
+            Value* d = elem(strip, b_.CreateMul(kk, i64(nr_)));
+            run_loop(cols, y0, x0, [&](Value* q, Value* y, Value* xo, Value* len) {
+                Value* iy = b_.CreateAdd(b_.CreateMul(y, i64(c.stride[0])), ioff);
+                Value* row_in = b_.CreateICmpULT(iy, im_h_);  // 0 <= iy < h
+                Value* base = b_.CreateAdd(b_.CreateMul(xo, i64(c.stride[1])), joff);
+                const std::int64_t sw = c.stride[1];
+                // t in [lo, hi) <=> 0 <= base + t * sw < w.
+                Value* lo = b_.CreateSelect(b_.CreateICmpSGE(base, i64(0)), i64(0),
+                                            b_.CreateSDiv(b_.CreateAdd(b_.CreateNeg(base), i64(sw - 1)), i64(sw)));
+                Value* room = b_.CreateSub(im_w_, base);
+                Value* hi = b_.CreateSelect(b_.CreateICmpSGT(room, i64(0)),
+                                            b_.CreateSDiv(b_.CreateAdd(room, i64(sw - 1)), i64(sw)), i64(0));
+                lo = b_.CreateSelect(row_in, smin(lo, len), len);
+                hi = b_.CreateSelect(row_in, smax(smin(hi, len), lo), len);
+                Value* dq = elem(d, q);
+                Value* src = selem(db_, plane, b_.CreateAdd(b_.CreateMul(iy, im_w_), base));
+                auto general = [&] {
+                    fill(dq, i64(0), lo);
+                    loop(lo, hi, i64(1), "im2col.copy", [&](Value* t) {
+                        Value* x = load_in(db_, selem(db_, src, b_.CreateMul(t, i64(sw))), 1);
+                        b_.CreateAlignedStore(x, elem(dq, t), ea);
+                    }, true);
+                    fill(dq, hi, len);
+                };
+                if (sw != 1) {
+                    general();
+                    return;
+                }
+                // The common case: a whole strip (NR pixels) inside one input row, no
+                // padding: NR/VW vector copies.
+                Value* whole = b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(nr_)));
+                auto part = [&] {
+                    if (widened_b()) general();
+                    else masked_run(src, dq, lo, hi, len);
+                };
+                if_else(whole, [&] {
+                    for (int v = 0; v < nv_; ++v) {
+                        Value* x = load_in(db_, selem(db_, src, i64(v * vw_)), vw_);
+                        b_.CreateAlignedStore(x, elem(dq, i64(v * vw_)), ea);
+                    }
+                }, part);
+            });
+            fill(d, cols, i64(nr_));  // the zero padding of a last, partial strip
+        });
+    });
+}
+
+void GemmGen::masked_run(Value* src, Value* dq, Value* lo, Value* hi, Value* len) {
+    llvm::Type* i64t = b_.getInt64Ty();
+    std::vector<llvm::Constant*> lanes;
+    for (int l = 0; l < vw_; ++l) lanes.push_back(llvm::ConstantInt::get(i64t, static_cast<std::uint64_t>(l)));
+    Value* iota = llvm::ConstantVector::get(lanes);
+    Value* vlo = b_.CreateVectorSplat(static_cast<unsigned>(vw_), lo);
+    Value* vhi = b_.CreateVectorSplat(static_cast<unsigned>(vw_), hi);
+    Value* vlen = b_.CreateVectorSplat(static_cast<unsigned>(vw_), len);
+    Value* zero = llvm::Constant::getNullValue(vt_);
+    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    for (int v = 0; v < nv_; ++v) {
+        Value* t = b_.CreateAdd(iota, b_.CreateVectorSplat(static_cast<unsigned>(vw_), i64(v * vw_)));
+        Value* in = b_.CreateAnd(b_.CreateICmpSGE(t, vlo), b_.CreateICmpSLT(t, vhi));
+        // Not inbounds: the masked-off lanes' addresses may lie outside the plane.
+        Value* from = b_.CreateGEP(storage(db_), src, i64(v * vw_));
+        Value* x = b_.CreateMaskedLoad(vt_, from, ea, in, zero);
+        b_.CreateMaskedStore(x, elem(dq, i64(v * vw_)), ea, b_.CreateICmpSLT(t, vlen));
+    }
+}
+
+template <class F> void GemmGen::run_loop(Value* cols, Value* y0, Value* x0, F body) {
+    auto* pre = b_.GetInsertBlock();
+    auto* head = block_named("im2col.run");
+    auto* exit = block_named("im2col.run.exit");
+    b_.CreateBr(head);  // cols >= 1
+    b_.SetInsertPoint(head);
+    auto* q = b_.CreatePHI(b_.getInt64Ty(), 2, "run.q");
+    auto* y = b_.CreatePHI(b_.getInt64Ty(), 2, "run.y");
+    auto* xo = b_.CreatePHI(b_.getInt64Ty(), 2, "run.xo");
+    q->addIncoming(i64(0), pre);
+    y->addIncoming(y0, pre);
+    xo->addIncoming(x0, pre);
+    Value* len = smin(b_.CreateSub(im_ow_, xo), b_.CreateSub(cols, q));
+    body(q, y, xo, len);
+    Value* qn = b_.CreateAdd(q, len);
+    auto* end = b_.GetInsertBlock();
+    q->addIncoming(qn, end);
+    y->addIncoming(b_.CreateAdd(y, i64(1)), end);
+    xo->addIncoming(i64(0), end);
+    b_.CreateCondBr(b_.CreateICmpSLT(qn, cols), head, exit);
+    b_.SetInsertPoint(exit);
+}
+
+}  // namespace kiln::tiers::llvm_tier::gemm_detail

@@ -1,0 +1,318 @@
+#pragma once
+// The code generator of the blocked GEMM behind emit_gemm (codegen.h), private to the LLVM
+// tier: one class whose dense matrix paths (the packed loop nest, streamed rows, the register
+// tiles and the epilogue) are defined in gemm.cpp and whose convolution paths (the depthwise
+// kernel's calls, the grid of phase planes, im2col packing) in gemm_conv.cpp. The plan of
+// both is at the top of gemm.cpp.
+#include "tiers/llvm/codegen.h"
+
+#include "src/cpu/gemm.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Metadata.h>
+#include <llvm/IR/Module.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::tiers::llvm_tier::gemm_detail {
+
+using llvm::Value;
+
+inline constexpr std::int64_t kStreamCols = 512;  // columns per call of the rows kernel (stream())
+// Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
+// fewer input rows read twice by consecutive calls; the stack buffer holds them.
+inline constexpr std::int64_t kDwCols = 2048;
+inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of at most these rows stream B
+static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
+
+class GemmGen {
+public:
+    GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em);
+
+    void run(Value* begin, Value* end);
+
+private:
+    const kir::MatmulHint& h_;
+    KernelEmitter& em_;
+    llvm::IRBuilderBase& b_;
+    llvm::LLVMContext& ctx_;
+    llvm::Function* fn_;
+    llvm::Type* t_ = nullptr;
+    llvm::FixedVectorType* vt_ = nullptr;
+    int es_ = 4, vw_ = 8, nv_ = 2, nr_ = 16, mr_ = 6;
+    DType da_ = DType::f32, db_ = DType::f32;  // how A and B are stored (f16/bf16: widened on load)
+    std::int64_t kc_ = 256, nc_ = 128;
+    llvm::AllocaInst* tile_ = nullptr;
+    llvm::AllocaInst* sbuf_ = nullptr;  // stream(): kStreamCols columns of up to kStreamRows rows
+    llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
+    llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
+    llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
+    Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
+    Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
+    Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
+
+    Value* i64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
+    Value* smin(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); }
+    Value* smax(Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y); }
+    Value* elem(Value* base, Value* idx) { return b_.CreateInBoundsGEP(t_, base, idx); }
+
+    // The runtime's callouts (tier.h): the calling thread's kernel scratch of `bytes` (null
+    // when it cannot be had), and recording that this call failed for want of it.
+    Value* scratch(Value* bytes) {
+        llvm::Module& mod = *fn_->getParent();
+        auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        return b_.CreateCall(mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false)),
+                             {bytes});
+    }
+    void mark_failed() {
+        llvm::Module& mod = *fn_->getParent();
+        b_.CreateCall(mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false)), {});
+    }
+
+    // Attaches loop metadata to the back-edge branch `br`: the named hints and their values.
+    void loop_hints(llvm::Instruction* br, std::initializer_list<std::pair<const char*, llvm::Constant*>> hints) {
+        std::vector<llvm::Metadata*> ops{nullptr};
+        for (const auto& [name, value] : hints) {
+            llvm::Metadata* hint[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)};
+            ops.push_back(llvm::MDNode::get(ctx_, hint));
+        }
+        auto* id = llvm::MDNode::getDistinct(ctx_, ops);
+        id->replaceOperandWith(0, id);
+        br->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
+
+    // Operands (A, B, the conv input) as stored: element `idx` of one stored as `d`, and a
+    // load of `n` such elements (n == 1: a scalar) widened to the compute type.
+    llvm::Type* storage(DType d) {
+        switch (d) {
+        case DType::f16: case DType::bf16: return b_.getInt16Ty();
+        case DType::f64: return b_.getDoubleTy();
+        default: return b_.getFloatTy();
+        }
+    }
+    Value* selem(DType d, Value* base, Value* idx) { return b_.CreateInBoundsGEP(storage(d), base, idx); }
+    Value* load_in(DType d, Value* p, int n) {
+        auto vec = [&](llvm::Type* e) -> llvm::Type* { return n == 1 ? e : llvm::FixedVectorType::get(e, static_cast<unsigned>(n)); };
+        Value* raw = b_.CreateAlignedLoad(vec(storage(d)), p, llvm::Align(dtype_size(d)));
+        switch (d) {
+        case DType::f16: return b_.CreateFPExt(b_.CreateBitCast(raw, vec(b_.getHalfTy())), vec(t_));
+        case DType::bf16: return bf16_to_float(b_, raw);
+        default: return raw;
+        }
+    }
+    bool widened_b() const { return db_ == DType::f16 || db_ == DType::bf16; }
+    bool widened_a() const { return da_ == DType::f16 || da_ == DType::bf16; }
+    llvm::BasicBlock* block_named(const std::string& name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
+
+    // for (iv = begin; iv < end; iv += step) body(iv): a guarded, rotated loop.
+    // `scalar`: a loop of a few iterations that the loop vectoriser should leave alone (its
+    // vector and epilogue loops would cost compile time and gain nothing).
+    template <class F> void loop(Value* begin, Value* end, Value* step, const std::string& name, F body, bool scalar = false) {
+        llvm::Instruction* br = loop_by(begin, end, name, [&](Value* iv) {
+            body(iv);
+            return step;
+        });
+        if (scalar) loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getFalse()}});
+    }
+
+    // for (iv = begin; iv < end; iv += body(iv)): body returns a positive step. Returns the
+    // loop's back-edge branch.
+    template <class F> llvm::Instruction* loop_by(Value* begin, Value* end, const std::string& name, F body) {
+        auto* pre = b_.GetInsertBlock();
+        auto* head = block_named(name);
+        auto* exit = block_named(name + ".exit");
+        b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+        b_.SetInsertPoint(head);
+        auto* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name + ".iv");
+        iv->addIncoming(begin, pre);
+        Value* next = b_.CreateAdd(iv, body(iv), name + ".next", false, true);
+        iv->addIncoming(next, b_.GetInsertBlock());
+        auto* br = b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+        b_.SetInsertPoint(exit);
+        return br;
+    }
+
+    template <class F> void if_then(Value* cond, F then) {
+        auto* yes = block_named("if.then");
+        auto* done = block_named("if.end");
+        b_.CreateCondBr(cond, yes, done);
+        b_.SetInsertPoint(yes);
+        then();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    template <class F, class G> void if_else(Value* cond, F then, G otherwise) {
+        auto* yes = block_named("if.then");
+        auto* no = block_named("if.else");
+        auto* done = block_named("if.end");
+        b_.CreateCondBr(cond, yes, no);
+        b_.SetInsertPoint(yes);
+        then();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(no);
+        otherwise();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    // if_else, emitting one side alone when `cond` is a constant (a specialised kernel).
+    template <class F, class G> void choose(Value* cond, F then, G otherwise) {
+        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(cond)) {
+            if (known->isOne()) then();
+            else otherwise();
+            return;
+        }
+        if_else(cond, then, otherwise);
+    }
+
+    // cond ? make() : otherwise (make() runs only when cond holds).
+    template <class F> Value* if_value(Value* cond, F make, Value* otherwise) {
+        auto* pre = b_.GetInsertBlock();
+        auto* yes = block_named("ifv.then");
+        auto* done = block_named("ifv.end");
+        b_.CreateCondBr(cond, yes, done);
+        b_.SetInsertPoint(yes);
+        Value* v = make();
+        auto* yes_end = b_.GetInsertBlock();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        auto* phi = b_.CreatePHI(v->getType(), 2);
+        phi->addIncoming(v, yes_end);
+        phi->addIncoming(otherwise, pre);
+        return phi;
+    }
+
+    // Outer indices [outer, outer + run), column blocks of one row block: rows [i0, i0 + rows)
+    // and columns [j0, j1) of batch entry `bidx`.
+    void block(Value* outer, Value* run);
+
+    // Rows [i0, i0 + rows) of C, columns [j0, j1), through packed strips of B and register
+    // tiles (the loop nest at the top of gemm.cpp).
+    void blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
+
+    // Rows [i0, i0 + rows) of C (at most kStreamRows), columns [j0, j1): B read row by row in
+    // order, by src/cpu's kernel for a few rows of A (codegen.h, kRowsF32Symbol), into
+    // a stack buffer of kStreamCols columns at a time, then the epilogue. A register tile
+    // here would read B column strip by column strip (a stride of n elements per depth
+    // index), which the hardware prefetchers do not follow: 3 to 5 times slower at 1 to 5 rows.
+    void stream(Value* ab, Value* bb, Value* i0, Value* rows, Value* j0, Value* j1);
+
+    // Rows [i0, i0 + rows) of C (output channels reading the batch entry's one input plane
+    // `xb`), columns [j0, j1): each row by src/cpu's depthwise kernel (codegen.h,
+    // kDepthwiseF32Symbol) into the stack buffer, kStreamCols pixels at a time, then the
+    // epilogue. An implicit GEMM of depth kh * kw would spend its time packing.
+    void depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
+
+    // Batch entries [outer, outer + count) of a depthwise convolution whose planes are one
+    // column block each (one output channel, all of its pixels, per entry): per kStreamCols
+    // pixels, one call of the kernel into rows of the stack buffer, then the epilogue of each.
+    void depthwise_planes(Value* outer, Value* count);
+
+    // Entry k of the depthwise kernel's pointer arrays: plane x, filter w.
+    void set_dw_planes(Value* k, Value* x, Value* w);
+
+    // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on the first `count` entries of
+    // the pointer arrays, pixels [p0, p1), into rows of the stack buffer.
+    void call_depthwise(Value* count, Value* p0, Value* p1);
+
+    // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself
+    // (input channel x pixels), so the output pixels of a batch entry form one run.
+    Value* dense_conv();
+
+    // The grid's row length: ow, and the columns of the phase plane the last taps reach.
+    Value* grid_pitch();
+
+    // Whether grid() serves this convolution: a dense one, or one whose output rows are at
+    // least 3/4 of the grid's rows (the rest is computed for nothing).
+    Value* grid_applies();
+
+    // Rows [i0, i0 + rows) of C (output channels), columns [j0, j1) (output pixels), without
+    // im2col packing. The input rows the block's output rows read are copied, per input
+    // channel, into sh x sw phase planes (stride sh x sw): phase (a, b) holds the zero-padded
+    // input at rows v * sh + a and columns u * sw + b, in rows of wq = grid_pitch() elements
+    // (only phase 0 along a filter dim of 1: phase_rows(), phase_cols()).
+    // On that grid, output pixel (y, x) of the block reads, for tap (i, j) with
+    // i * dh = oy * sh + a and j * dw = ox * sw + b, element (y + oy) * wq + x + ox of phase
+    // (a, b): a strip of NR consecutive grid pixels is one unmasked vector load per tap, even
+    // where it crosses output rows, and its pixels with x >= ow are computed and not stored.
+    // A dense convolution's grid is the image itself (no copy).
+    void grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
+
+    // The phases of the grid, along rows and columns: the stride, or 1 for a filter of one
+    // row (column), whose taps read phase 0 alone (a 1x1 convolution of stride 2).
+    std::int64_t phase_rows();
+    std::int64_t phase_cols();
+
+    // The phase planes of grid(): for each of `cin` input channels and phase (a, b), q_rows
+    // rows of wq elements, row v and column u holding the input at row (ya + v) * sh + a - ph
+    // and column u * sw + b - pw (zero outside the image); then `slack` zeros.
+    void phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* q_rows, Value* wq, Value* slack);
+
+    struct GridStrip {
+        Value *ab, *buf, *i0, *gs, *kh;
+        Value *plane, *wq;  // elements of a phase plane, of a grid row
+    };
+
+    // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR: one
+    // kernel for leftover rows, whose epilogue stores the real rows only) over the grid
+    // strip starting at st.gs, into the stack tile.
+    void micro_grid(const GridStrip& st, Value* ir, Value* left);
+
+    // for (t = 0; t < count; ++t) body(t): a loop, or body(0) alone for a filter dim of 1.
+    // Not unrolled: the straight-line code of a 3x3 filter's nine taps compiled ~2x slower
+    // (median tier-2 compile of resnet18's groups 23-28 -> 16-17 ms, AMD EPYC Zen 4), and
+    // the scheduler spilled the broadcasts it hoisted across taps, for no speed.
+    template <class F> void taps(Value* count, const std::string& name, F body);
+
+    // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
+    // contiguous, the last strip zero padded.
+    void pack_b(Value* bb, Value* pc, Value* jc, Value* kc, Value* nc);
+
+    // Packs B[pc:pc+kc, jc:jc+nc] of an im2col operand (kir::Im2col; `xb` points at the batch
+    // entry's first input channel) into strips of NR columns, like pack_b. For one strip and
+    // depth index (input channel, window row i, window column j), the strip's columns split
+    // into runs that each lie in one output row y (consecutive xo). A run reads input row
+    // iy = y * sh - ph + i * dh at columns xo * sw - pw + j * dw, so its in-bounds part is
+    // one interval: zeros, a strided copy (a plain copy for stride 1), zeros. The index
+    // arithmetic (divisions) is per run, not per element.
+    void pack_im2col(Value* xb, Value* pc, Value* jc, Value* kc, Value* nc);
+
+    // A run of a stride-1 im2col strip that is not a whole strip (it crosses an output row,
+    // or touches the padding): dq[t] = src[t] for t in [lo, hi), 0 for t in [0, lo) and
+    // [hi, len), as NV masked vector loads and stores (no lane outside [0, len) is written,
+    // none outside [lo, hi) read), instead of a scalar loop: in planes of 56 pixels or fewer
+    // most strips cross a row.
+    void masked_run(Value* src, Value* dq, Value* lo, Value* hi, Value* len);
+
+    // for the runs of `cols` consecutive output pixels starting at (y0, x0), each within one
+    // output row: body(q, y, xo, len) for the run of columns [q, q + len).
+    template <class F> void run_loop(Value* cols, Value* y0, Value* x0, F body);
+
+    struct Tile {
+        Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jr;
+    };
+
+    // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
+    // the depth block's products added to zero (first depth block) or to the partial sums;
+    // on the last depth block stored to rows [trow, trow + rows) of the stack tile, else to
+    // the partial sums. With 1 or 2 rows the depth loop keeps 4 / rows sets of accumulators
+    // (depth index k in set k mod sets), so that enough independent FMA chains hide the FMA
+    // latency.
+    void micro(const Tile& t, Value* ir, int rows, Value* trow);
+
+    // The epilogue of rows [row0, row0 + rows) and columns [col0, col0 + cols) of C, whose
+    // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
+    // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
+    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
+};
+
+}  // namespace kiln::tiers::llvm_tier::gemm_detail
