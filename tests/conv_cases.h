@@ -108,6 +108,11 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 7; c.o = 17; c.h = 6; c.w = 30; c.pad = {0, 1}; c.n = 2; c.dt = DType::f64; c.epi = 1; });
     add([](ConvCase& c) { c.c = 19; c.o = 21; c.h = 9; c.w = 13; c.kh = 1; c.kw = 1; c.epi = 3; });
     add([](ConvCase& c) { c.c = 8; c.o = 16; c.h = 4; c.w = 60; c.kh = 1; c.kw = 1; c.stride = {2, 2}; c.bias = false; });
+    // Dense 1x1 convolutions in chunks of strips (tiers/llvm/gemm_conv.cpp, kGridChunkBytes):
+    // small depth (many strips per chunk, pixel blocks that end inside a strip, rows left
+    // beside the register tiles, two samples) and large depth (one strip per chunk).
+    add([](ConvCase& c) { c.c = 16; c.o = 21; c.h = 40; c.w = 40; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 2; });
+    add([](ConvCase& c) { c.c = 300; c.o = 10; c.h = 5; c.w = 13; c.kh = 1; c.kw = 1; c.epi = 1; });
     // Depthwise convolutions as the LLVM tier batches them (tiers/llvm/gemm.cpp,
     // depthwise_planes()): whole planes of 16 channels per kernel call and a remainder, a
     // 5x5 stride-2 filter across two samples, planes of more than one column block (calls of
@@ -116,6 +121,8 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 20; c.o = 20; c.groups = 20; c.h = 14; c.w = 14; c.kh = 5; c.kw = 5; c.stride = {2, 2}; c.pad = {2, 2}; c.n = 2; c.epi = 2; });
     add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 70; c.w = 70; c.pad = {1, 1}; c.epi = 3; });
     add([](ConvCase& c) { c.c = 5; c.o = 10; c.groups = 5; c.h = 8; c.w = 9; c.pad = {1, 1}; c.stride = {2, 1}; });
+    // Whole output rows per kernel call (dw_step): 17 rows of 30 per call, two calls a plane.
+    add([](ConvCase& c) { c.c = 18; c.o = 18; c.groups = 18; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 1; });
     return v;
 }
 

@@ -217,6 +217,10 @@ private:
     // pixels, one call of the kernel into rows of the stack buffer, then the epilogue of each.
     void depthwise_planes(Value* outer, Value* count);
 
+    // Pixels per depthwise kernel call of at most `cols`: whole output rows where a row fits
+    // (from a row-aligned start, each call builds the input rows of its band once and
+    // computes no output row that the next call computes again).
+    Value* dw_step(std::int64_t cols);
     // Entry k of the depthwise kernel's pointer arrays: plane x, filter w.
     void set_dw_planes(Value* k, Value* x, Value* w);
 
@@ -266,6 +270,12 @@ private:
     // kernel for leftover rows, whose epilogue stores the real rows only) over the grid
     // strip starting at st.gs, into the stack tile.
     void micro_grid(const GridStrip& st, Value* ir, Value* left);
+
+    // The epilogue of the stack tile (`rows` rows from row0, grid strip gs..) on the output
+    // pixels the strip covers, clipped to the block [j0, j1): a run per grid row it touches
+    // (store_runs), or for a dense 1x1 conv, whose grid is the image, one run (store_dense).
+    void store_runs(Value* gs, Value* g1, Value* wq, Value* ya, Value* j0, Value* j1, Value* row0, Value* rows);
+    void store_dense(Value* gs, Value* j0, Value* j1, Value* row0, Value* rows);
 
     // for (t = 0; t < count; ++t) body(t): a loop, or body(0) alone for a filter dim of 1.
     // Not unrolled: the straight-line code of a 3x3 filter's nine taps compiled ~2x slower
