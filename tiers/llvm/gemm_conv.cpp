@@ -122,6 +122,20 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
         Value* g0 = at(j0);
         Value* g1 = b_.CreateAdd(at(b_.CreateSub(j1, i64(1))), i64(1));
         GridStrip st{ab, buf, i0, nullptr, kh, plane, wq};
+        // A dense conv's last strip, where it runs past the image: its columns of each
+        // channel, zero padded, in the scratch (once: every row tile reads them).
+        if (!dense_c || dense_c->isOne()) {
+            Value* ts = b_.CreateAdd(g0, b_.CreateMul(b_.CreateSDiv(b_.CreateSub(b_.CreateSub(g1, g0), i64(1)), i64(nr_)), i64(nr_)));
+            if_then(b_.CreateAnd(dense, b_.CreateICmpSGT(b_.CreateAdd(ts, i64(nr_)), plane)), [&] {
+                Value* n = b_.CreateMul(b_.CreateSub(plane, ts), i64(es_));
+                const llvm::Align ea(static_cast<std::uint64_t>(es_));
+                loop(i64(0), cin, i64(1), "grid.tail", [&](Value* ci) {
+                    Value* dst = elem(scratch, b_.CreateMul(ci, i64(nr_)));
+                    b_.CreateMemCpy(dst, ea, selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane), ts)), ea, n);
+                    b_.CreateMemSet(b_.CreateGEP(b_.getInt8Ty(), dst, n), b_.getInt8(0), b_.CreateSub(i64(nr_ * es_), n), ea);
+                }, true);
+            });
+        }
         // Chunks of strips (kGridChunkBytes); per chunk, each row tile over its strips.
         Value* per_chunk = smax(b_.CreateSDiv(i64(kGridChunkBytes / (es_ * nr_)), smax(k_dim_, i64(1))), i64(1));
         Value* span = b_.CreateMul(per_chunk, i64(nr_));
@@ -135,16 +149,6 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
                     st.plane = plane;
                     if (!dense_c || dense_c->isOne()) {
                         Value* tail = b_.CreateAnd(dense, b_.CreateICmpSGT(b_.CreateAdd(gs, i64(nr_)), plane));
-                        if_then(tail, [&] {
-                            Value* n = b_.CreateMul(b_.CreateSub(plane, gs), i64(es_));
-                            const llvm::Align ea(static_cast<std::uint64_t>(es_));
-                            loop(i64(0), cin, i64(1), "grid.tail", [&](Value* ci) {
-                                Value* dst = elem(scratch, b_.CreateMul(ci, i64(nr_)));
-                                b_.CreateMemCpy(dst, ea, selem(db_, xb, b_.CreateAdd(b_.CreateMul(ci, plane), gs)), ea, n);
-                                b_.CreateMemSet(b_.CreateGEP(b_.getInt8Ty(), dst, n), b_.getInt8(0),
-                                                b_.CreateSub(i64(nr_ * es_), n), ea);
-                            }, true);
-                        });
                         // Not inbounds: the tail's base lies before the scratch; its loads do not.
                         st.buf = b_.CreateSelect(tail, b_.CreateGEP(t_, scratch, b_.CreateNeg(gs)), buf);
                         st.plane = b_.CreateSelect(tail, i64(nr_), plane);
