@@ -249,17 +249,35 @@ TEST_CASE("cpu gemm: the depthwise plane kernel against double loops (strides 1-
 // depthwise_planes: several planes of one geometry in one call (each its own input, filter
 // and start value, outputs ld apart), the same values as one plane per call, nothing
 // written between the planes' outputs.
+// Small planes run with the channels across the lanes (DwPlan::chan) when a call has enough
+// planes: random geometries, plane counts and pixel runs cover that path against the other.
 TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one plane per call") {
+    std::mt19937_64 rng(78);
+    auto pick = [&](I64 lo, I64 hi) { return lo + static_cast<I64>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
-        struct Case { I64 hw, k, s, p; };
-        for (const Case c : {Case{7, 3, 1, 1}, Case{14, 3, 2, 1}, Case{9, 5, 1, 2}, Case{13, 5, 2, 2}, Case{20, 3, 3, 0}}) {
-            kiln::cpu::Im2colShape g{1, c.hw, c.hw + 1, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
-            g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
-            const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1, npix = oh * g.ow, nch = 19, ld = npix + 5;
+        struct Case { I64 hw, k, s, p, d = 1, nch = 19, p0 = 1, p1 = -1; };
+        std::vector<Case> cases = {{7, 3, 1, 1}, {14, 3, 2, 1}, {9, 5, 1, 2}, {13, 5, 2, 2}, {20, 3, 3, 0}, {28, 3, 2, 1}, {7, 7, 1, 3}};
+        for (int r = 0; r < 120; ++r) {
+            Case c{pick(1, 30), pick(1, 7), pick(1, 3), pick(0, 3), pick(1, 2), pick(1, 20), 0, -1};
+            if (r % 2) c.p0 = -2;  // a random run of pixels
+            cases.push_back(c);
+        }
+        for (const Case& c : cases) {
+            kiln::cpu::Im2colShape g{1, c.hw, c.hw + 1, 0, c.k, c.k, c.s, c.s, c.p, c.p, c.d, c.d};
+            if (g.h + 2 * c.p < (c.k - 1) * c.d + 1) continue;
+            g.ow = (g.w + 2 * c.p - (c.k - 1) * c.d - 1) / c.s + 1;
+            const I64 oh = (g.h + 2 * c.p - (c.k - 1) * c.d - 1) / c.s + 1, npix = oh * g.ow, nch = c.nch, ld = npix + 5;
+            const I64 p0 = c.p0 == -2 ? pick(0, npix - 1) : std::min(c.p0, npix - 1);
+            const I64 p1 = c.p0 == -2 ? pick(p0 + 1, npix) : npix;
             CAPTURE(c.hw);
             CAPTURE(c.k);
             CAPTURE(c.s);
+            CAPTURE(c.p);
+            CAPTURE(c.d);
+            CAPTURE(nch);
+            CAPTURE(p0);
+            CAPTURE(p1);
             const std::vector<float> x = random_values<float>(static_cast<std::size_t>(nch * g.h * g.w), 31);
             const std::vector<float> w = random_values<float>(static_cast<std::size_t>(nch * c.k * c.k), 32);
             const std::vector<float> init = random_values<float>(static_cast<std::size_t>(nch), 33);
@@ -269,9 +287,9 @@ TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one 
                 ws.push_back(w.data() + k * c.k * c.k);
             }
             const kiln::cpu::DwPlan plan = kiln::cpu::depthwise_plan(g);
-            std::vector<float> scratch(static_cast<std::size_t>(plan.scratch_elems));
+            // The scratch as another kernel left it: NaN where the kernel forgot to write.
+            std::vector<float> scratch(static_cast<std::size_t>(plan.scratch_elems), std::numeric_limits<float>::quiet_NaN());
             std::vector<float> many(static_cast<std::size_t>(nch * ld), -7.0f), one(static_cast<std::size_t>(npix));
-            const I64 p0 = 1, p1 = npix;
             kiln::cpu::depthwise_planes<float>(isa, g, plan, nch, xs.data(), ws.data(), init.data(), many.data(), ld, p0,
                                                p1, scratch.data());
             for (I64 k = 0; k < nch; ++k) {

@@ -15,6 +15,13 @@ constexpr I64 kBandElems = 4096;
 // Zeros after each phase plane and the flat output: the last vectors of a band (4 at a time,
 // up to 16 lanes each) read and write past its last pixel.
 constexpr I64 kSlack = 64;
+// Planes whose padded input (the rows and columns the taps reach) has at most this many
+// pixels run with the channels across the lanes (dw_channels): 16 channels x 1024 pixels
+// of f32 is 64 KiB, an L2-resident buffer; mobilenet's planes of 28 x 28 and smaller. A
+// larger plane keeps the pixels across the lanes, where its rows fill the vectors.
+constexpr I64 kChanPixels = 1024;
+// The most filter taps of the channel-lane kernel (7 x 7; its weights live on the stack).
+constexpr I64 kChanTaps = 49;
 
 }  // namespace
 
@@ -30,6 +37,11 @@ DwPlan depthwise_plan(const Im2colShape& g) {
     p.plane = (p.rows + p.oy) * p.wq + kSlack;
     p.flat = p.rows * p.wq + kSlack;
     p.scratch_elems = p.pr * p.pc * p.plane + p.flat;
+    const I64 oh = (g.h + 2 * g.ph - (g.kh - 1) * g.dh - 1) / g.sh + 1;
+    const I64 ch = (oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;  // padded rows the taps reach
+    p.cw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+    p.chan = oh > 0 && g.ow > 0 && ch * p.cw <= kChanPixels && g.kh * g.kw <= kChanTaps;
+    if (p.chan) p.scratch_elems = std::max(p.scratch_elems, (ch * p.cw + kChanTaps) * kMaxLanes);
     return p;
 }
 

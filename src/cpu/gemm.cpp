@@ -57,6 +57,14 @@ template <class E> struct Portable {
         for (int i = 0; i < W; ++i) r[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];
         return r;
     }
+    [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
+        for (int i = 0; i < W; ++i)
+            for (int j = i + 1; j < W; ++j) {
+                const T v = r[i][j];
+                r[i][j] = r[j][i];
+                r[j][i] = v;
+            }
+    }
 };
 
 // Tiles of 4 x 8 floats and 4 x 4 doubles: 8 vector accumulators of the 16 SSE registers.

@@ -66,9 +66,14 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // buffer (flat elements), `rows` of them per band, read from pr x pc phase planes of the
 // band's input rows (plane elements apart, rows of pitch wq, slack zeros after the last),
 // oy rows more than the band's outputs. scratch_elems: the values of both.
+// A small plane (chan) can instead run with the channels across the lanes: its padded input
+// rows read, cw columns of them (the padded columns the taps reach), transposed into a
+// pixel-major buffer of kMaxLanes values per pixel (dw_channels); scratch_elems covers that.
 struct DwPlan {
     std::int64_t wq = 0, oy = 0, pr = 1, pc = 1, rows = 0;
     std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;
+    bool chan = false;
+    std::int64_t cw = 0;
 };
 
 // depthwise.h's depthwise_planes for one instruction set (plan: depthwise_plan(g)).

@@ -53,6 +53,30 @@ struct Avx2F32 {
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
         return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
     }
+    [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
+        // Pairs of rows interleaved (t), pairs of pairs (u: lane L of u[4q + c] holds column
+        // 4L + c of rows 4q..4q+3), then the 128-bit lanes of u[c] and u[c + 4] paired.
+        V t[W], u[W];
+        #pragma GCC unroll 16
+        for (int i = 0; i < W; i += 2) {
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < W; i += 4) {
+            const __m256d a = _mm256_castps_pd(t[i]), b = _mm256_castps_pd(t[i + 1]);
+            const __m256d c = _mm256_castps_pd(t[i + 2]), d = _mm256_castps_pd(t[i + 3]);
+            u[i] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+            u[i + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+            u[i + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+            u[i + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+        }
+        #pragma GCC unroll 16
+        for (int c = 0; c < 4; ++c) {
+            r[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
+            r[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
+        }
+    }
 };
 
 struct Avx2F64 {
@@ -78,6 +102,14 @@ struct Avx2F64 {
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
     static V maxnan(V a, V b) {
         return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+    }
+    [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
+        const V t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+        const V t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+        r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+        r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+        r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+        r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
     }
 };
 

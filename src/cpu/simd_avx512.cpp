@@ -50,6 +50,41 @@ struct Avx512F32 {
         const __mmask16 take_a = _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
         return _mm512_mask_mov_ps(b, take_a, a);
     }
+    [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
+        // (Unpacks and shuffles in their masked form, all lanes: GCC 12 warns that the plain
+        // forms' undefined source is uninitialised.)
+        // Pairs of rows interleaved (t), then pairs of pairs (u: lane L of u[4 * q + c] holds
+        // column 4L + c of rows 4q..4q+3), then the 128-bit lanes gathered in two steps.
+        V t[W], u[W];
+        #pragma GCC unroll 16
+        for (int i = 0; i < W; i += 2) {
+            t[i] = _mm512_mask_unpacklo_ps(r[i], 0xFFFF, r[i], r[i + 1]);
+            t[i + 1] = _mm512_mask_unpackhi_ps(r[i], 0xFFFF, r[i], r[i + 1]);
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < W; i += 4) {
+            const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+            const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+            u[i] = _mm512_castpd_ps(_mm512_mask_unpacklo_pd(a, 0xFF, a, c));
+            u[i + 1] = _mm512_castpd_ps(_mm512_mask_unpackhi_pd(a, 0xFF, a, c));
+            u[i + 2] = _mm512_castpd_ps(_mm512_mask_unpacklo_pd(b, 0xFF, b, d));
+            u[i + 3] = _mm512_castpd_ps(_mm512_mask_unpackhi_pd(b, 0xFF, b, d));
+        }
+        #pragma GCC unroll 16
+        for (int q = 0; q < 8; q += 4)  // v: lanes 0, 2 (0x88) and 1, 3 (0xdd) of u[c], u[c + 4]
+            #pragma GCC unroll 16
+            for (int c = 0; c < 4; ++c) {
+                t[2 * q + c] = _mm512_mask_shuffle_f32x4(u[2 * q + c], 0xFFFF, u[2 * q + c], u[2 * q + c + 4], 0x88);
+                t[2 * q + c + 4] = _mm512_mask_shuffle_f32x4(u[2 * q + c], 0xFFFF, u[2 * q + c], u[2 * q + c + 4], 0xdd);
+            }
+        #pragma GCC unroll 16
+        for (int c = 0; c < 4; ++c) {
+            r[c] = _mm512_mask_shuffle_f32x4(t[c], 0xFFFF, t[c], t[c + 8], 0x88);
+            r[c + 4] = _mm512_mask_shuffle_f32x4(t[c + 4], 0xFFFF, t[c + 4], t[c + 12], 0x88);
+            r[c + 8] = _mm512_mask_shuffle_f32x4(t[c], 0xFFFF, t[c], t[c + 8], 0xdd);
+            r[c + 12] = _mm512_mask_shuffle_f32x4(t[c + 4], 0xFFFF, t[c + 4], t[c + 12], 0xdd);
+        }
+    }
 };
 
 struct Avx512F64 {
@@ -73,6 +108,30 @@ struct Avx512F64 {
     static V maxnan(V a, V b) {
         const __mmask8 take_a = _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
         return _mm512_mask_mov_pd(b, take_a, a);
+    }
+    [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
+        // t: lane L of t[2p + c] holds column 2L + c of rows 2p, 2p + 1; then the 128-bit
+        // lanes gathered in two steps.
+        V t[W], v[W];
+        #pragma GCC unroll 16
+        for (int i = 0; i < W; i += 2) {
+            t[i] = _mm512_mask_unpacklo_pd(r[i], 0xFF, r[i], r[i + 1]);
+            t[i + 1] = _mm512_mask_unpackhi_pd(r[i], 0xFF, r[i], r[i + 1]);
+        }
+        #pragma GCC unroll 16
+        for (int c = 0; c < 2; ++c) {
+            v[c] = _mm512_mask_shuffle_f64x2(t[c], 0xFF, t[c], t[c + 2], 0x88);
+            v[c + 2] = _mm512_mask_shuffle_f64x2(t[c], 0xFF, t[c], t[c + 2], 0xdd);
+            v[c + 4] = _mm512_mask_shuffle_f64x2(t[c + 4], 0xFF, t[c + 4], t[c + 6], 0x88);
+            v[c + 6] = _mm512_mask_shuffle_f64x2(t[c + 4], 0xFF, t[c + 4], t[c + 6], 0xdd);
+        }
+        #pragma GCC unroll 16
+        for (int c = 0; c < 2; ++c) {
+            r[c] = _mm512_mask_shuffle_f64x2(v[c], 0xFF, v[c], v[c + 4], 0x88);
+            r[c + 2] = _mm512_mask_shuffle_f64x2(v[c + 2], 0xFF, v[c + 2], v[c + 6], 0x88);
+            r[c + 4] = _mm512_mask_shuffle_f64x2(v[c], 0xFF, v[c], v[c + 4], 0xdd);
+            r[c + 6] = _mm512_mask_shuffle_f64x2(v[c + 2], 0xFF, v[c + 2], v[c + 6], 0xdd);
+        }
     }
 };
 

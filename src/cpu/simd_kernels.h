@@ -5,7 +5,7 @@
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
 //   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b)
-//   (per lane: NaN if either is, else the larger).
+//   (per lane: NaN if either is, else the larger), transpose(V (&r)[W]) (r[i][j] <- r[j][i]).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
@@ -220,6 +220,125 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
     }
 }
 
+// dw_planes with the channels across the lanes (DwPlan::chan: small planes, whose rows fill
+// few vectors). Per group of W channels: the padded input rows that outputs [p0, p1) read
+// are transposed into a zero-padded pixel-major buffer (W values per pixel, one per channel;
+// cw pixels per row), the filters into one vector of W weights per tap; then each block of W
+// output pixels (across output rows) keeps W accumulators, one vector FMA per pixel and tap,
+// and is transposed back into W runs of the channels' planes. The taps accumulate from init
+// in filter order, as in dw_taps, so both paths give the same values.
+template <class S>
+void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const typename S::T* const* xs,
+                 const typename S::T* const* ws, const typename S::T* inits, typename S::T* outs, std::int64_t ld,
+                 std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W;
+    // The geometry in locals: the vector stores may alias anything, so that fields read
+    // through g would be loaded again after each one.
+    const I64 h = g.h, w = g.w, ow = g.ow, kw = g.kw, sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
+    const I64 taps = g.kh * kw, cw = pl.cw;
+    const I64 y_first = p0 / ow, y_last = (p1 - 1) / ow;
+    const I64 row0 = y_first * sh;                                     // first padded row read
+    const I64 nrows = (y_last - y_first) * sh + (g.kh - 1) * dh + 1;  // padded rows read
+    T* buf = scratch;                  // nrows x cw pixels of W lanes
+    T* wt = buf + nrows * cw * W;      // taps x W weights
+    I64 toff[64];                      // tap t at pixel base + toff[t] (DwPlan: at most 49 taps)
+    for (I64 t = 0; t < taps; ++t) toff[t] = ((t / kw) * dh * cw + (t % kw) * dw) * W;
+    // The input rows inside the plane, and where input column ix lands (padded column ix + pw,
+    // kept where the taps reach it).
+    const I64 iy_lo = row0 - ph > 0 ? row0 - ph : 0;
+    const I64 iy_hi = row0 - ph + nrows < h ? row0 - ph + nrows : h;
+    const V vzero = S::zero();
+    for (I64 c0 = 0; c0 < nch; c0 += W) {
+        const I64 nc = nch - c0 < W ? nch - c0 : W;
+        // The filters transposed: W taps of the W channels at a time.
+        for (I64 t0 = 0; t0 < taps; t0 += W) {
+            const I64 n = taps - t0 < W ? taps - t0 : W;
+            V r[W];
+#pragma GCC unroll 16
+            for (int k = 0; k < W; ++k) r[k] = k < nc ? S::load_n(ws[c0 + k] + t0, n) : vzero;
+            S::transpose(r);
+            for (I64 t = 0; t < n; ++t) S::store(wt + (t0 + t) * W, r[t]);
+        }
+        // Zeros where no input pixel lands: the padded rows above and below the input rows,
+        // and the padded columns beside them.
+        const I64 in_lo = iy_lo + ph - row0, in_hi = iy_hi + ph - row0;  // buffer rows of input
+        const I64 right = pw + w < cw ? pw + w : cw;                     // columns [pw, right) hold input
+        for (I64 i = 0; i < in_lo * cw; ++i) S::store(buf + i * W, vzero);
+        for (I64 i = (in_hi > in_lo ? in_hi : in_lo) * cw; i < nrows * cw; ++i) S::store(buf + i * W, vzero);
+        for (I64 r = in_lo; r < in_hi; ++r) {
+            T* row = buf + r * cw * W;
+            for (I64 c = 0; c < pw && c < cw; ++c) S::store(row + c * W, vzero);
+            for (I64 c = right; c < cw; ++c) S::store(row + c * W, vzero);
+        }
+        // Transpose in: W consecutive input pixels of the W channels at a time.
+        const I64 q_end = iy_hi * w;
+        I64 x = 0;
+        T* d = buf + ((iy_lo + ph - row0) * cw + pw) * W;  // input pixel (iy_lo, 0)
+        for (I64 q = iy_lo * w; q < q_end; q += W) {
+            const I64 n = q_end - q < W ? q_end - q : W;
+            V r[W];
+#pragma GCC unroll 16
+            for (int k = 0; k < W; ++k) r[k] = k >= nc ? vzero : n == W ? S::load(xs[c0 + k] + q) : S::load_n(xs[c0 + k] + q, n);
+            S::transpose(r);
+            for (I64 j = 0; j < n; ++j) {
+                if (x + pw < cw) S::store(d, r[j]);
+                d += W;
+                if (++x == w) {
+                    x = 0;
+                    d += (cw - w) * W;
+                }
+            }
+        }
+        const V init = inits == nullptr ? vzero : S::load_n(inits + c0, nc);
+        // Blocks of W output pixels; the last one repeats its last pixel in the spare lanes.
+        I64 ox = p0 % ow;
+        const T* at = buf + (((p0 / ow) * sh - row0) * cw + ox * sw) * W;  // output pixel b's first tap
+        const I64 next_row = (sh * cw - ow * sw) * W;
+        for (I64 b = p0; b < p1; b += W) {
+            const I64 n = p1 - b < W ? p1 - b : W;
+            const T* base[W];
+            for (int j = 0; j < W; ++j) {
+                base[j] = at;
+                if (j < n) {
+                    at += sw * W;
+                    if (++ox == ow) {
+                        ox = 0;
+                        at += next_row;
+                    }
+                }
+            }
+            for (I64 j = n; j < W; ++j) base[j] = base[n - 1];
+            V o[W];
+#pragma GCC unroll 16
+            for (int j = 0; j < W; ++j) o[j] = init;
+            if (taps == 9) {  // a 3 x 3 filter: the nine weight vectors in registers
+                V wv[9];
+#pragma GCC unroll 9
+                for (int t = 0; t < 9; ++t) wv[t] = S::load(wt + t * W);
+#pragma GCC unroll 9
+                for (int t = 0; t < 9; ++t)
+#pragma GCC unroll 16
+                    for (int j = 0; j < W; ++j) o[j] = S::fma(wv[t], S::load(base[j] + toff[t]), o[j]);
+            } else {
+                for (I64 t = 0; t < taps; ++t) {
+                    const V wv = S::load(wt + t * W);
+#pragma GCC unroll 16
+                    for (int j = 0; j < W; ++j) o[j] = S::fma(wv, S::load(base[j] + toff[t]), o[j]);
+                }
+            }
+            S::transpose(o);
+            T* dst = outs + c0 * ld + (b - p0);
+            for (I64 k = 0; k < nc; ++k) {
+                if (n == W) S::store(dst + k * ld, o[k]);
+                else S::store_n(dst + k * ld, o[k], n);
+            }
+        }
+    }
+}
+
 // Output pixels [p0, p1) of nch depthwise planes (depthwise.h, DwPlan): plane k from xs[k]
 // with the filter ws[k], started from inits[k] (0 without inits), into outs + k * ld. Per
 // band of output rows, the input rows the band reads are copied into pr x pc zero-padded
@@ -238,6 +357,7 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
     using I64 = std::int64_t;
     constexpr int W = S::W;
     if (p0 >= p1) return;
+    if (pl.chan && 2 * nch >= W) return dw_channels<S>(g, pl, nch, xs, ws, inits, outs, ld, p0, p1, scratch);
     const I64 wq = pl.wq, nph = pl.pr * pl.pc;
     T* band = scratch;
     T* flat = band + nph * pl.plane;
