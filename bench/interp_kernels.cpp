@@ -56,7 +56,7 @@ Case matmul_case(std::int64_t m, std::int64_t k, std::int64_t n, DType dt) {
 }
 
 Case conv_case(const std::string& name, std::int64_t c_in, std::int64_t c_out, std::int64_t hw, std::int64_t ksize,
-               std::int64_t stride, std::int64_t pad, std::int64_t groups, DType dt, bool relu6 = false) {
+               std::int64_t stride, std::int64_t pad, std::int64_t groups, DType dt, bool silu = false) {
     Tensor x = Tensor::randn({1, c_in, hw, hw}, 3, dt), w = Tensor::randn({c_out, c_in / groups, ksize, ksize}, 4, dt);
     Tensor b = Tensor::randn({c_out}, 5, dt);
     kiln::Graph g = kiln::trace("conv",
@@ -64,7 +64,7 @@ Case conv_case(const std::string& name, std::int64_t c_in, std::int64_t c_out, s
                                  kiln::arg("b", dt, {c_out})},
                                 [&](const std::vector<Var>& in) -> Var {
                                     Var y = kiln::conv2d(in[0], in[1], in[2], {stride, stride}, {pad, pad}, {1, 1}, groups);
-                                    return relu6 ? kiln::clamp(y, 0.0, 6.0) : y;
+                                    return silu ? y * kiln::sigmoid(y) : y;  // SiLU (efficientnet)
                                 });
     const std::int64_t out_hw = (hw + 2 * pad - ksize) / stride + 1;
     const double macs = double(c_out) * double(out_hw * out_hw) * double(c_in / groups) * double(ksize * ksize);
@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_stem_3x3s2", 3, 32, 224, 3, 2, 1, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_16to96c112", 16, 96, 112, 1, 1, 0, 1, dt));
+    cases.push_back(conv_case("conv_effnet_1x1_16to96c112_silu", 16, 96, 112, 1, 1, 0, 1, dt, true));
     cases.push_back(conv_case("conv_mbv2_1x1_32to16c112", 32, 16, 112, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_24to144c56", 24, 144, 56, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_960to320c7", 960, 320, 7, 1, 1, 0, 1, dt));
