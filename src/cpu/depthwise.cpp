@@ -20,8 +20,6 @@ constexpr I64 kSlack = 64;
 // of f32 is 64 KiB, an L2-resident buffer; mobilenet's planes of 28 x 28 and smaller. A
 // larger plane keeps the pixels across the lanes, where its rows fill the vectors.
 constexpr I64 kChanPixels = 1024;
-// The most filter taps of the channel-lane kernel (7 x 7; its weights live on the stack).
-constexpr I64 kChanTaps = 49;
 
 }  // namespace
 
@@ -40,8 +38,8 @@ DwPlan depthwise_plan(const Im2colShape& g) {
     const I64 oh = (g.h + 2 * g.ph - (g.kh - 1) * g.dh - 1) / g.sh + 1;
     const I64 ch = (oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;  // padded rows the taps reach
     p.cw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-    p.chan = oh > 0 && g.ow > 0 && ch * p.cw <= kChanPixels && g.kh * g.kw <= kChanTaps;
-    if (p.chan) p.scratch_elems = std::max(p.scratch_elems, (ch * p.cw + kChanTaps) * kMaxLanes);
+    p.chan = oh > 0 && g.ow > 0 && ch * p.cw <= kChanPixels && g.kh * g.kw <= kDwChanTaps;
+    if (p.chan) p.scratch_elems = std::max(p.scratch_elems, (ch * p.cw + kDwChanTaps) * kMaxLanes);
     return p;
 }
 

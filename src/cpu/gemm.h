@@ -69,6 +69,8 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // A small plane (chan) can instead run with the channels across the lanes: its padded input
 // rows read, cw columns of them (the padded columns the taps reach), transposed into a
 // pixel-major buffer of kMaxLanes values per pixel (dw_channels); scratch_elems covers that.
+// The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
+inline constexpr std::int64_t kDwChanTaps = 49;
 struct DwPlan {
     std::int64_t wq = 0, oy = 0, pr = 1, pc = 1, rows = 0;
     std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;

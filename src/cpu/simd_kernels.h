@@ -244,7 +244,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
     const I64 nrows = (y_last - y_first) * sh + (g.kh - 1) * dh + 1;  // padded rows read
     T* buf = scratch;                  // nrows x cw pixels of W lanes
     T* wt = buf + nrows * cw * W;      // taps x W weights
-    I64 toff[64];                      // tap t at pixel base + toff[t] (DwPlan: at most 49 taps)
+    I64 toff[kDwChanTaps];             // tap t at pixel base + toff[t] (DwPlan::chan: taps <= kDwChanTaps)
     for (I64 t = 0; t < taps; ++t) toff[t] = ((t / kw) * dh * cw + (t % kw) * dw) * W;
     // The input rows inside the plane, and where input column ix lands (padded column ix + pw,
     // kept where the taps reach it).
