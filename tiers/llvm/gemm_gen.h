@@ -281,7 +281,7 @@ private:
     // Not unrolled: the straight-line code of a 3x3 filter's nine taps compiled ~2x slower
     // (median tier-2 compile of resnet18's groups 23-28 -> 16-17 ms, AMD EPYC Zen 4), and
     // the scheduler spilled the broadcasts it hoisted across taps, for no speed.
-    template <class F> void taps(Value* count, const std::string& name, F body);
+    template <class F> void taps(Value* count, const std::string& name, std::int64_t unroll, F body);
 
     // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
     // contiguous, the last strip zero padded.
