@@ -12,10 +12,13 @@
 
 #include "src/cpu/gemm.h"
 #include "src/support/hash.h"
+#include "src/support/log.h"
 
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ObjectTransformLayer.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -151,6 +154,22 @@ Jit& jit() {
         return p;
     }();
     return *j;
+}
+
+// LLVM's diagnostics (a forced-vectorisation hint it could not honour on a loop of one
+// iteration, say) go to Kiln's log, warnings at debug level, remarks nowhere: LLVM's default
+// handler prints them to stderr, which a service embedding Kiln does not expect.
+void log_diagnostic(const llvm::DiagnosticInfo* di, void*) {
+    const bool error = di->getSeverity() == llvm::DS_Error;
+    // Remarks (instruction counts and the like) reach a custom handler unfiltered: dropped.
+    if (di->getSeverity() == llvm::DS_Remark || (!error && !support::log().should_log(spdlog::level::debug))) return;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    di->print(printer);
+    os.flush();
+    if (error) support::log().error("LLVM: {}", text);
+    else support::log().debug("LLVM: {}", text);
 }
 
 // The optimisation TargetMachine of this thread (TargetMachines are not thread-safe).
@@ -340,6 +359,7 @@ private:
 
         const std::string fn_name = "kiln_" + file_stem(kernel.name);
         auto ctx = std::make_unique<llvm::LLVMContext>();
+        ctx->setDiagnosticHandlerCallBack(log_diagnostic, nullptr);
         auto mod = std::make_unique<llvm::Module>(fn_name, *ctx);
         mod->setDataLayout(tm->createDataLayout());
         mod->setTargetTriple(tm->getTargetTriple().str());
