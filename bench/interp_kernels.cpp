@@ -14,9 +14,11 @@
 //                  (7x7 stride 2, 3 -> 64 channels, 224x224), squeezenet1_1's stem (3x3 stride 2,
 //                  a depth of 27), mobilenet_v2's 32ch 112x112 3x3
 //                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
-//                  (64 -> 256 channels, 56x56)
+//                  (64 -> 256 channels, 56x56); mobilenet_v2's and efficientnet_b0's stems,
+//                  small-plane depthwise layers and 1x1 layers from 112x112 down to 7x7
 // GFLOP/s counts 2 flops per multiply-add (bias and padding not counted). Set
-// KILN_NUM_THREADS=1 for single-core figures. Timing: after a warm-up call, repetitions of
+// KILN_NUM_THREADS=1 for single-core figures. --cold evicts the caches before each timed call
+// (single calls, median), as a model's layer finds them. Timing: after a warm-up call, repetitions of
 // calibrated batches of calls (at least ~20 ms each); reported are the medians of the wall
 // time and of the process CPU time per call. On one thread the CPU time is the work of that
 // thread and does not count the time the process waited for a core, so on a shared, loaded
@@ -103,22 +105,43 @@ template <class F> Times time_calls(F&& body, int reps, double min_rep_ms) {
     return {kiln_bench::percentile(wall, 0.5), kiln_bench::percentile(cpu, 0.5)};
 }
 
+// --cold: medians over `reps` single calls, each after writing a buffer larger than the
+// last-level cache, so that the call finds its inputs and weights in memory, not in cache,
+// as a layer of a model does (its weights were last read one call earlier, behind the
+// whole model's).
+template <class F> Times time_cold(F&& body, int reps) {
+    static std::vector<char> evict(std::size_t{256} << 20);
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < reps; ++r) {
+        for (std::size_t i = 0; i < evict.size(); i += 64) evict[i] = static_cast<char>(evict[i] + 1);
+        const auto w0 = kiln_bench::Clock::now();
+        const double c0 = cpu_seconds();
+        body();
+        cpu.push_back((cpu_seconds() - c0) * 1e3);
+        wall.push_back(kiln_bench::ms_since(w0));
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    return {kiln_bench::percentile(wall, 0.5), kiln_bench::percentile(cpu, 0.5)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false;
+    bool quick = false, cold = false;
     int tier = 0;
     std::string only;  // --only: the shapes whose name contains it
     DType dt = DType::f32;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (std::strcmp(argv[i], "--cold") == 0) cold = true;
         else if (std::strcmp(argv[i], "--tier") == 0 && i + 1 < argc) tier = std::atoi(argv[++i]);
         else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
         else if (std::strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             const std::string d = argv[++i];
             dt = d == "f64" ? DType::f64 : d == "f16" ? DType::f16 : DType::f32;
         } else {
-            std::fprintf(stderr, "usage: interp_kernels [--quick] [--dtype f32|f64|f16] [--tier 0|1|2] [--only SUBSTRING]\n");
+            std::fprintf(stderr, "usage: interp_kernels [--quick] [--cold] [--dtype f32|f64|f16] [--tier 0|1|2] [--only SUBSTRING]\n");
             return 2;
         }
     }
@@ -160,6 +183,9 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_effnet_1x1_16to96c112_silu", 16, 96, 112, 1, 1, 0, 1, dt, true));
     cases.push_back(conv_case("conv_mbv2_1x1_32to16c112", 32, 16, 112, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_24to144c56", 24, 144, 56, 1, 1, 0, 1, dt));
+    cases.push_back(conv_case("conv_mbv2_1x1_96to24c56", 96, 24, 56, 1, 1, 0, 1, dt));
+    cases.push_back(conv_case("conv_effnet_1x1_80to480c14", 80, 480, 14, 1, 1, 0, 1, dt));
+    cases.push_back(conv_case("conv_effnet_1x1_192to1152c7", 192, 1152, 7, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_960to320c7", 960, 320, 7, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_320to1280c7", 320, 1280, 7, 1, 1, 0, 1, dt));
 
@@ -173,7 +199,7 @@ int main(int argc, char** argv) {
         f(c.inputs);
         if (tier > 0 && f.stats().groups.front().tier != tier)
             std::printf("# %s: the group is not at tier %d: %s\n", c.name.c_str(), tier, f.stats().groups.front().tierup.c_str());
-        const Times t = time_calls([&] { f(c.inputs); }, reps, min_rep_ms);
+        const Times t = cold ? time_cold([&] { f(c.inputs); }, quick ? 11 : 41) : time_calls([&] { f(c.inputs); }, reps, min_rep_ms);
         const double gf_wall = c.flops / (t.wall_ms * 1e6), gf_cpu = c.flops / (t.cpu_ms * 1e6);
         std::printf("%-28s %10.3f %10.3f %14.2f %14.2f\n", c.name.c_str(), t.wall_ms, t.cpu_ms, gf_wall, gf_cpu);
         kiln_bench::Result(c.name, impl)
