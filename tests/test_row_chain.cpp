@@ -304,3 +304,50 @@ TEST_CASE("row chain: fused chains reach tier 2 through the Engine and agree wit
                 CHECK(st.compile_failures == 0);
             }
 }
+
+// global_avg_pool2d is the mean over H and W of [N, C, H, W]: a row reduction that takes
+// its elementwise producers (efficientnet's squeeze-excite pools a SiLU) and consumers.
+TEST_CASE("row chain: global_avg_pool2d fuses its producers and consumers, lowers, and reaches tier 2") {
+    auto body = [](const std::vector<Var>& in) -> Var {
+        Var y = in[0] * kiln::sigmoid(in[0]);
+        return kiln::global_avg_pool2d(y) * 2.0 + 1.0;
+    };
+    std::uint64_t seed = 930000;
+    for (DType dt : ref::float_dtypes())
+        for (const Shape& s : std::vector<Shape>{{1, 3, 5, 7}, {2, 4, 1, 1}, {1, 2, 0, 3}, {3, 5, 14, 14}, {1, 2, 33, 17}}) {
+            CAPTURE(++seed);
+            INFO("dtype ", ref::dname(dt), " shape ", ref::shape_str(s));
+            kiln::Graph kg = kiln::trace("gap", {kiln::arg("x", dt, std::vector<kiln::Dim>(s.begin(), s.end()))}, body);
+            const passes::Partition p = passes::partition(ir_of(kg));
+            REQUIRE(p.groups.size() == 1);
+            CHECK(p.groups[0].kind == passes::GroupKind::row_reduction);
+            CHECK(count_row_ops(ir_of(kg), p.groups[0]) == 1);
+            const bool half = dt == DType::f16 || dt == DType::bf16;
+            check_lowered(kg, {ref::random_input(s, seed, dt, -4, 4)}, half ? 32.0 : 16.0);
+        }
+    if (kiln::test::lacks_tier(2)) return;
+    kiln::Options oj;
+    oj.jit = true;
+    oj.tier2_threshold = 2;
+    oj.async_compile = false;
+    kiln::Options oi;
+    oi.jit = false;
+    for (DType dt : {DType::f32, DType::f64})
+        for (const Shape& s : std::vector<Shape>{{1, 32, 112, 112}, {2, 7, 9, 5}}) {
+            CAPTURE(++seed);
+            INFO("dtype ", ref::dname(dt), " shape ", ref::shape_str(s));
+            kiln::Graph kg = kiln::trace("gap", {kiln::arg("x", dt, std::vector<kiln::Dim>(s.begin(), s.end()))}, body);
+            kiln::Function fj = kiln::Engine(oj).load(kg);
+            kiln::Function fi = kiln::Engine(oi).load(kg);
+            const std::vector<Tensor> ins{ref::random_input(s, seed, dt, -4, 4)};
+            for (int call = 0; call < 4; ++call)
+                ref::check_close(fj(ins)[0], ref::from_kiln(fi(ins)[0]), dt, ref::tol_for(dt, 16.0), "output");
+            const kiln::FunctionStats st = fj.stats();
+            INFO(st.to_json());
+            REQUIRE(st.groups.size() == 1);
+            CHECK(st.groups[0].kind == "row_reduction");
+            CHECK(st.groups[0].tier == 2);
+            CHECK(st.groups[0].compiled_calls > 0);
+            CHECK(st.compile_failures == 0);
+        }
+}

@@ -36,7 +36,6 @@ ExprRef extreme_init(DType dt, bool max) {
     throw Unsupported{"max/min of bool"};
 }
 
-bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::max || op == Op::min; }
 
 // Lowers a row_reduction group: a chain of row ops r1, r2, ..., rk over the same rows (see
 // fuse.h), each later one reading earlier ones through elementwise nodes of the row's shape.
@@ -60,7 +59,7 @@ public:
         n = L.node(x0).type.dims.size();
         kept = kept_of(rows.front());
         for (std::size_t i = 1; i < rows.size(); ++i) {
-            if (is_reduction(L.node(rows[i - 1]).op)) throw Unsupported{"a reduction that is not last in a row chain"};
+            if (passes::is_row_reduction(L.node(rows[i - 1]))) throw Unsupported{"a reduction that is not last in a row chain"};
             if (L.node(L.node(rows[i]).inputs[0]).type.dims != L.node(x0).type.dims || kept_of(rows[i]) != kept)
                 throw Unsupported{"the row ops of the group run over different rows"};
         }
@@ -70,7 +69,7 @@ public:
         std::vector<ValueId> dep;
         const ValueId last = rows.back();
         for (ValueId v : L.group.nodes) {
-            bool d = is_reduction(L.node(last).op) && v == last;
+            bool d = passes::is_row_reduction(L.node(last)) && v == last;
             for (ValueId in : L.node(v).inputs) d = d || std::find(dep.begin(), dep.end(), in) != dep.end();
             if (d) dep.push_back(v);
             (d ? row_outs : elem_outs).push_back(v);
@@ -107,7 +106,7 @@ private:
     std::size_t kept_of(ValueId r) const {
         const ir::Node& nd = L.node(r);
         const std::size_t rank = L.node(nd.inputs[0]).type.dims.size();
-        return rank - (is_reduction(nd.op) ? nd.attrs.ints("axes").size() : 1);
+        return rank - (passes::is_row_reduction(nd) ? passes::reduced_axes(nd) : 1);
     }
     // The type in which a row op's elements are transformed: f32 rows (half types included)
     // in f32, so that the code vectorises at full width and exp stays in f32; f64 rows in
@@ -328,7 +327,7 @@ private:
         const ValueId x = L.node(r).inputs[0];
         const DType dt = L.node(x).type.dtype;
         const bool is_float = kiln::is_floating(dt);
-        const bool sum_like = op == Op::sum || op == Op::mean;
+        const bool sum_like = op == Op::sum || passes::is_mean_like(L.node(r));
         const Type acc_t = sum_like ? (is_float ? Type::f64 : Type::i64) : compute_type(dt);
         const ExprRef init = sum_like ? (is_float ? f64(0.0) : int_const(Type::i64, 0)) : extreme_init(dt, op == Op::max);
         const int acc = init_temp(acc_t, init);
@@ -343,7 +342,7 @@ private:
             },
             /*as_is=*/true);
         ExprRef result = a;
-        if (op == Op::mean) result = binary(BinaryOp::div, a, cast(Type::f64, row_len));
+        if (passes::is_mean_like(L.node(r))) result = binary(BinaryOp::div, a, cast(Type::f64, row_len));
         Space ws = L.make_space(r, {0}, {outer()});
         Phase ph{&ws, &body(), {}};
         write(r, ph, result, row_outs);

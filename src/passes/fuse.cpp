@@ -165,9 +165,6 @@ private:
         return false;
     }
 
-    static bool is_reduction(ir::Op op) {
-        return op == ir::Op::sum || op == ir::Op::mean || op == ir::Op::max || op == ir::Op::min;
-    }
 
     // The row group that row op `r` (with its reserved producers, `cluster` = those and r)
     // continues as a chain, or -1. The cluster must read a node of a row group whose last row
@@ -176,14 +173,14 @@ private:
     // softmax/norm or reduces exactly the last axis. Joining must not close a cycle.
     int chain_target(ValueId r, const std::vector<ValueId>& cluster) const {
         const ir::Node& nd = node(r);
-        if (is_reduction(nd.op) && nd.attrs.ints("axes").size() != 1) return -1;
+        if (is_row_reduction(nd) && reduced_axes(nd) != 1) return -1;
         const auto& xdims = node(nd.inputs[0]).type.dims;
         for (ValueId u : cluster)
             for (auto in : node(u).inputs) {
                 const int gi = group_of_[ix(in)];
                 if (gi < 0) continue;
                 const Builder& b = groups_[static_cast<Index>(gi)];
-                if (!b.alive || b.kind != GroupKind::row_reduction || is_reduction(node(b.row_op).op) || b.dims != xdims)
+                if (!b.alive || b.kind != GroupKind::row_reduction || is_row_reduction(node(b.row_op)) || b.dims != xdims)
                     continue;
                 if (!creates_cycle(cluster, {gi})) return gi;
             }
@@ -457,9 +454,25 @@ bool is_view_op(const ir::Node& node) {
     }
 }
 
+bool is_row_reduction(const ir::Node& node) {
+    switch (node.op) {
+    case ir::Op::sum: case ir::Op::mean: case ir::Op::max: case ir::Op::min: case ir::Op::global_avg_pool2d:
+        return is_row_op(node);
+    default: return false;
+    }
+}
+
+std::size_t reduced_axes(const ir::Node& node) {
+    return node.op == ir::Op::global_avg_pool2d ? 2 : node.attrs.ints("axes").size();
+}
+
+bool is_mean_like(const ir::Node& node) { return node.op == ir::Op::mean || node.op == ir::Op::global_avg_pool2d; }
+
 bool is_row_op(const ir::Node& node) {
     const std::int64_t out_rank = node.type.rank();
     switch (node.op) {
+    // The mean over H and W of [N, C, H, W]: rows of H * W, the result kept as [N, C, 1, 1].
+    case ir::Op::global_avg_pool2d: return out_rank == 4;
     case ir::Op::layer_norm:
     case ir::Op::rms_norm: return true;
     case ir::Op::softmax:

@@ -76,6 +76,13 @@ struct Partition {
 
 // Is `node` a row op (see above)? Exposed for the lowering and tests.
 bool is_row_op(const ir::Node& node);
+// Is `node` a reduction row op: sum, mean, max, min over trailing axes, or
+// global_avg_pool2d (the mean over the two spatial axes of [N, C, H, W], kept as size 1).
+bool is_row_reduction(const ir::Node& node);
+// How many trailing axes reduction row op `node` reduces.
+std::size_t reduced_axes(const ir::Node& node);
+// Does reduction row op `node` divide its sum by the count (mean, global_avg_pool2d)?
+bool is_mean_like(const ir::Node& node);
 // Is `node` a shape op that may join a group as a view (see above): reshape, permute,
 // squeeze, unsqueeze, broadcast_to, slice with step > 0, narrow.
 bool is_view_op(const ir::Node& node);
