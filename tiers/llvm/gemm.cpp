@@ -407,10 +407,19 @@ void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Va
         // VW with the tail folded into masked lanes, not interleaved. The vectoriser's
         // default (4 interleaved vectors, then a narrower vector loop, then scalars) ran
         // rows of 32 or fewer elements on its narrow and scalar loops alone.
-        loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
-                        {"llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))},
-                        {"llvm.loop.interleave.count", b_.getInt32(1)},
-                        {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
+        // The tail folded into masked lanes on AVX-512 only: AVX2's masked loads and stores
+        // (vmaskmovps) are slow on AMD cores, and its masks take a dozen instructions per
+        // vector; there the tail runs as scalars after the whole vectors (a depthwise conv's
+        // epilogue under KILN_CPU_ISA=avx2, AMD EPYC Zen 4: as long as the kernel itself).
+        if (vw_ * es_ == 64)
+            loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
+                            {"llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))},
+                            {"llvm.loop.interleave.count", b_.getInt32(1)},
+                            {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
+        else
+            loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
+                            {"llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))},
+                            {"llvm.loop.interleave.count", b_.getInt32(1)}});
     });
 }
 
