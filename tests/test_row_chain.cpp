@@ -112,6 +112,21 @@ kiln::Graph trace_case(const Body& body, const std::vector<kiln::Dim>& xs, DType
                        body);
 }
 
+// An engine that compiles every group at tier 2 on its second call, in the calling thread;
+// and one that only interprets.
+kiln::Options tier2_options() {
+    kiln::Options o;
+    o.jit = true;
+    o.tier2_threshold = 2;
+    o.async_compile = false;
+    return o;
+}
+kiln::Options interp_options() {
+    kiln::Options o;
+    o.jit = false;
+    return o;
+}
+
 // Lowers and evaluates every group of `kg` against the interpreter and the Engine
 // (ref::check_lowered_graph); returns the number of groups.
 std::size_t check_lowered(const kiln::Graph& kg, const std::vector<Tensor>& inputs, double tol_scale) {
@@ -267,12 +282,7 @@ TEST_CASE("row chain: lowered chains agree with the interpreter on random shapes
 
 TEST_CASE("row chain: fused chains reach tier 2 through the Engine and agree with the interpreter") {
     if (kiln::test::lacks_tier(2)) return;
-    kiln::Options oj;
-    oj.jit = true;
-    oj.tier2_threshold = 2;
-    oj.async_compile = false;
-    kiln::Options oi;
-    oi.jit = false;
+    const kiln::Options oj = tier2_options(), oi = interp_options();
     const std::vector<Case> cases = chain_cases();
     std::uint64_t seed = 920000;
     for (const Case& c : cases)
@@ -326,12 +336,7 @@ TEST_CASE("row chain: global_avg_pool2d fuses its producers and consumers, lower
             check_lowered(kg, {ref::random_input(s, seed, dt, -4, 4)}, half ? 32.0 : 16.0);
         }
     if (kiln::test::lacks_tier(2)) return;
-    kiln::Options oj;
-    oj.jit = true;
-    oj.tier2_threshold = 2;
-    oj.async_compile = false;
-    kiln::Options oi;
-    oi.jit = false;
+    const kiln::Options oj = tier2_options(), oi = interp_options();
     for (DType dt : {DType::f32, DType::f64})
         for (const Shape& s : std::vector<Shape>{{1, 32, 112, 112}, {2, 7, 9, 5}}) {
             CAPTURE(++seed);
