@@ -121,6 +121,12 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 20; c.o = 20; c.groups = 20; c.h = 14; c.w = 14; c.kh = 5; c.kw = 5; c.stride = {2, 2}; c.pad = {2, 2}; c.n = 2; c.epi = 2; });
     add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 70; c.w = 70; c.pad = {1, 1}; c.epi = 3; });
     add([](ConvCase& c) { c.c = 5; c.o = 10; c.groups = 5; c.h = 8; c.w = 9; c.pad = {1, 1}; c.stride = {2, 1}; });
+    // A bias alone (or nothing) after whole planes: the kernel starts each plane from its
+    // bias and writes the output itself (gemm_conv.cpp, direct_dw()), 16 + 16 + 5 planes per
+    // sample, two samples; f64 and stride 2 too.
+    add([](ConvCase& c) { c.c = 37; c.o = 37; c.groups = 37; c.h = 9; c.w = 11; c.pad = {1, 1}; c.n = 2; });
+    add([](ConvCase& c) { c.c = 21; c.o = 21; c.groups = 21; c.h = 15; c.w = 13; c.pad = {1, 1}; c.stride = {2, 2}; c.dt = DType::f64; });
+    add([](ConvCase& c) { c.c = 19; c.o = 19; c.groups = 19; c.h = 8; c.w = 8; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.bias = false; });
     // Whole output rows per kernel call (dw_step): 17 rows of 30 per call, two calls a plane.
     add([](ConvCase& c) { c.c = 18; c.o = 18; c.groups = 18; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 1; });
     return v;

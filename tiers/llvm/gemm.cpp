@@ -53,7 +53,7 @@ using llvm::Value;
 namespace gemm_detail {
 
 GemmGen::GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
-    : h_(*k.matmul), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()) {
+    : h_(*k.matmul), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()), kern_(k) {
     const bool f32 = h_.type == kir::Type::f32;
     t_ = f32 ? b_.getFloatTy() : b_.getDoubleTy();
     es_ = f32 ? 4 : 8;
@@ -95,6 +95,8 @@ void GemmGen::run(Value* begin, Value* end) {
         geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
         geo_->setAlignment(llvm::Align(8));
         dwp_ = b_.CreateAlloca(llvm::ArrayType::get(llvm::PointerType::getUnqual(ctx_), 2 * kStreamRows), nullptr, "dw.ptrs");
+        dw_inits_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(kStreamRows)), nullptr, "dw.inits");
+        dw_ok_ = b_.CreateAlloca(b_.getInt1Ty(), nullptr, "dw.ok");
     }
 
     m_ = em_.index(h_.m);
@@ -437,10 +439,10 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 // The revision names what the emitted code expects of the runtime (revision 4: the depthwise
-// kernel takes several planes per call), so that a persistent cache never hands code of an
+// kernel takes several planes per call; 5: and each plane's starting values), so that a persistent cache never hands code of an
 // older revision to this one.
 std::string gemm_settings() {
-    return "gemm_revision=4;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=5;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 

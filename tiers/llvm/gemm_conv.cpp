@@ -34,20 +34,90 @@ void GemmGen::depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0,
     });
 }
 
+namespace {
+
+bool uses_var(const kir::Expr& e, int v) {
+    if (e.kind == kir::ExprKind::Var && e.id == v) return true;
+    for (const auto& a : e.args)
+        if (uses_var(*a, v)) return true;
+    return false;
+}
+
+}  // namespace
+
+std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
+    if (h_.epilogue.size() != 1) return std::nullopt;
+    const kir::Stmt& st = *h_.epilogue.front();
+    if (st.kind != kir::StmtKind::Store || st.buffer != h_.out || !st.index || !st.value) return std::nullopt;
+    const DType compute = t_->isFloatTy() ? DType::f32 : DType::f64;
+    auto stored_as_computed = [&](int buffer) {
+        return buffer >= 0 && static_cast<std::size_t>(buffer) < kern_.buffers.size() &&
+               kern_.buffers[static_cast<std::size_t>(buffer)].dtype == compute;
+    };
+    if (!stored_as_computed(h_.out)) return std::nullopt;
+    // index = base + column, either order
+    const kir::Expr& ix = *st.index;
+    if (ix.kind != kir::ExprKind::Binary || ix.bop != kir::BinaryOp::add) return std::nullopt;
+    auto is_col = [&](const kir::Expr& e) { return e.kind == kir::ExprKind::Var && e.id == h_.col_var; };
+    kir::ExprRef base;
+    if (is_col(*ix.args[1]) && !uses_var(*ix.args[0], h_.col_var)) base = ix.args[0];
+    else if (is_col(*ix.args[0]) && !uses_var(*ix.args[1], h_.col_var)) base = ix.args[1];
+    else return std::nullopt;
+    // value = acc, or acc + bias (either order), the bias a load free of the column
+    auto is_acc = [&](const kir::Expr& e) { return e.kind == kir::ExprKind::Temp && e.id == h_.acc_temp; };
+    auto is_bias = [&](const kir::Expr& e) {
+        return e.kind == kir::ExprKind::Load && stored_as_computed(e.id) && !uses_var(e, h_.col_var);
+    };
+    const kir::Expr& v = *st.value;
+    if (is_acc(v)) return DirectDw{base, nullptr};
+    if (v.kind != kir::ExprKind::Binary || v.bop != kir::BinaryOp::add) return std::nullopt;
+    if (is_acc(*v.args[0]) && is_bias(*v.args[1])) return DirectDw{base, v.args[1].get()};
+    if (is_acc(*v.args[1]) && is_bias(*v.args[0])) return DirectDw{base, v.args[0].get()};
+    return std::nullopt;
+}
+
 void GemmGen::depthwise_planes(Value* outer, Value* count) {
     loop(i64(0), count, i64(1), "dw.k", [&](Value* k) {
         em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
         set_dw_planes(k, selem(db_, bbuf_, em_.index(h_.im2col->x_offset)), selem(da_, a_, em_.index(h_.a_offset)));
     });
-    Value* step = dw_step(kStreamCols);
-    loop(i64(0), n_, step, "dw.c", [&](Value* jc) {
-        Value* n = smin(step, b_.CreateSub(n_, jc));
-        call_depthwise(count, jc, b_.CreateAdd(jc, n));
-        loop(i64(0), count, i64(1), "dw.e", [&](Value* k) {
-            em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
-            epilogue(elem(sbuf_, b_.CreateMul(k, i64(kStreamCols))), kStreamCols, i64(0), i64(1), jc, n);
+    auto general = [&] {
+        Value* step = dw_step(kStreamCols);
+        loop(i64(0), n_, step, "dw.c", [&](Value* jc) {
+            Value* n = smin(step, b_.CreateSub(n_, jc));
+            call_depthwise(count, jc, b_.CreateAdd(jc, n));
+            loop(i64(0), count, i64(1), "dw.e", [&](Value* k) {
+                em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+                epilogue(elem(sbuf_, b_.CreateMul(k, i64(kStreamCols))), kStreamCols, i64(0), i64(1), jc, n);
+            });
         });
-    });
+    };
+    const std::optional<DirectDw> direct = direct_dw();
+    if (!direct) return general();
+    // The kernel writes the output itself, each plane from its bias: plane k at base(k),
+    // where base(k) = base(0) + k * ld for one ld (the output's channel stride; checked per
+    // call, else the general path).
+    em_.bind_var(h_.row_var, i64(0));
+    auto base_of = [&](Value* k) {
+        em_.bind_var(h_.batch_var, b_.CreateAdd(outer, k));
+        return em_.index(direct->base);
+    };
+    Value* b0 = base_of(i64(0));
+    Value* ld = b_.CreateSub(base_of(i64(1)), b0);
+    b_.CreateStore(b_.getTrue(), dw_ok_);
+    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    loop(i64(0), count, i64(1), "dw.bias", [&](Value* k) {
+        Value* same = b_.CreateICmpEQ(base_of(k), b_.CreateAdd(b0, b_.CreateMul(k, ld)));
+        b_.CreateStore(b_.CreateAnd(b_.CreateLoad(b_.getInt1Ty(), dw_ok_), same), dw_ok_);
+        Value* init = llvm::ConstantFP::get(t_, 0.0);
+        if (direct->bias) {
+            const DType bt = kern_.buffers[static_cast<std::size_t>(direct->bias->id)].dtype;
+            init = load_in(bt, selem(bt, em_.buffer_ptr(direct->bias->id), em_.index(direct->bias->args[0])), 1);
+        }
+        b_.CreateAlignedStore(init, elem(dw_inits_, k), ea);
+    }, true);
+    Value* out = elem(em_.buffer_ptr(h_.out), b0);
+    if_else(b_.CreateLoad(b_.getInt1Ty(), dw_ok_), [&] { call_depthwise(count, i64(0), n_, dw_inits_, out, ld); }, general);
 }
 
 Value* GemmGen::dw_step(std::int64_t cols) {
@@ -61,16 +131,21 @@ void GemmGen::set_dw_planes(Value* k, Value* x, Value* w) {
     b_.CreateStore(w, b_.CreateInBoundsGEP(at, dwp_, {i64(0), b_.CreateAdd(k, i64(kStreamRows))}));
 }
 
-void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1) {
+void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, Value* out, Value* ld) {
     llvm::Module& mod = *fn_->getParent();
     auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
     llvm::Type* i64t = b_.getInt64Ty();
     llvm::FunctionCallee dw_fn = mod.getOrInsertFunction(
         t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t}, false));
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t}, false));
     auto* at = dwp_->getAllocatedType();
+    if (!out) {
+        inits = llvm::ConstantPointerNull::get(ptr_t);
+        out = sbuf_;
+        ld = i64(kStreamCols);
+    }
     b_.CreateCall(dw_fn, {geo_, count, b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(0)}),
-                          b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(kStreamRows)}), sbuf_, i64(kStreamCols), p0, p1});
+                          b_.CreateInBoundsGEP(at, dwp_, {i64(0), i64(kStreamRows)}), inits, out, ld, p0, p1});
 }
 
 Value* GemmGen::dense_conv() {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,8 +226,23 @@ private:
     void set_dw_planes(Value* k, Value* x, Value* w);
 
     // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on the first `count` entries of
-    // the pointer arrays, pixels [p0, p1), into rows of the stack buffer.
-    void call_depthwise(Value* count, Value* p0, Value* p1);
+    // the pointer arrays, pixels [p0, p1), into rows of the stack buffer; or (`out` set)
+    // into out + k * ld, each plane started from inits[k] (null: from 0).
+    void call_depthwise(Value* count, Value* p0, Value* p1, Value* inits = nullptr, Value* out = nullptr,
+                        Value* ld = nullptr);
+
+    // A depthwise epilogue the kernel can do itself: C stored as computed (of the compute
+    // type), at an index `base + column` (base free of the column), plus at most a bias that
+    // does not vary along the columns. depthwise_planes() then has the kernel start each
+    // plane from its bias and write the output, with no stack buffer and no epilogue pass.
+    struct DirectDw {
+        kir::ExprRef base;        // the store's index without the column
+        const kir::Expr* bias;    // the bias load, or null
+    };
+    const kir::Kernel& kern_;
+    llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
+    llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
+    std::optional<DirectDw> direct_dw() const;
 
     // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself
     // (input channel x pixels), so the output pixels of a batch entry form one run.

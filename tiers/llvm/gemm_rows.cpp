@@ -24,8 +24,8 @@ void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std
 }
 
 template <class T>
-void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs, const T* const* ws, T* out,
-                  std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
+void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs, const T* const* ws, const T* inits,
+                  T* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
     const cpu::Im2colShape g{geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]};
     const cpu::DwPlan plan = cpu::depthwise_plan(g);
     T* scratch = static_cast<T*>(kernel_scratch(plan.scratch_elems * static_cast<std::int64_t>(sizeof(T))));
@@ -33,19 +33,19 @@ void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs,
         kernel_failed();
         return;
     }
-    cpu::depthwise_planes<T>(cpu::kernel_cpu_isa(), g, plan, nch, xs, ws, nullptr, out, ld, p0, p1, scratch);
+    cpu::depthwise_planes<T>(cpu::kernel_cpu_isa(), g, plan, nch, xs, ws, inits, out, ld, p0, p1, scratch);
 }
 
 }  // namespace
 
-void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const* xs, const float* const* ws, float* out,
-                   std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
-    depthwise_of(geo, nch, xs, ws, out, ld, p0, p1);
+void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const* xs, const float* const* ws, const float* inits,
+                   float* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
+    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1);
 }
 
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
-                   double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
-    depthwise_of(geo, nch, xs, ws, out, ld, p0, p1);
+                   const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
+    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1);
 }
 
 void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const float* a, std::int64_t lda, const float* b,
