@@ -165,7 +165,6 @@ private:
         return false;
     }
 
-
     // The row group that row op `r` (with its reserved producers, `cluster` = those and r)
     // continues as a chain, or -1. The cluster must read a node of a row group whose last row
     // op keeps the shape (softmax, log_softmax, layer_norm, rms_norm: a reduction ends a
