@@ -442,3 +442,14 @@ TEST_CASE("kir: verify rejects malformed kernels") {
     bad_source.param_sources = {{2, 0}};
     CHECK_THROWS_WITH_AS(kir::verify(bad_source), doctest::Contains("a param source names buffer 2 dim 0"), std::logic_error);
 }
+
+TEST_CASE("kir: uses_var finds a loop variable at any depth, and only that one") {
+    namespace k = kiln::kir;
+    const k::ExprRef idx = k::binary(k::BinaryOp::add, k::binary(k::BinaryOp::mul, k::var(0), k::param(1)), k::var(2));
+    CHECK(k::uses_var(idx, 0));
+    CHECK(k::uses_var(idx, 2));
+    CHECK_FALSE(k::uses_var(idx, 1));  // param 1 is not loop variable 1
+    CHECK(k::uses_var(k::load(3, k::Type::f32, idx), 2));
+    CHECK_FALSE(k::uses_var(k::outer(), 0));
+    CHECK_FALSE(k::uses_var(nullptr, 0));
+}

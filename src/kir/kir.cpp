@@ -60,6 +60,13 @@ bool same_expr(const ExprRef& a, const ExprRef& b) {
     if (a == b) return true;
     return a && b && same_expr(*a, *b);
 }
+bool uses_var(const ExprRef& e, int var) {
+    if (!e) return false;
+    if (e->kind == ExprKind::Var && e->id == var) return true;
+    for (const auto& a : e->args)
+        if (uses_var(a, var)) return true;
+    return false;
+}
 
 ExprRef constant(Type t, double value) {
     auto e = make(ExprKind::Const, t);

@@ -98,6 +98,8 @@ ExprRef cast(Type t, ExprRef a);
 // arithmetic with it; the CPU tiers match KIR forms with it (tiers/kir_forms.h).
 bool same_expr(const Expr& a, const Expr& b);
 bool same_expr(const ExprRef& a, const ExprRef& b);  // a null expression equals only null
+// Does `e` read loop variable `var` anywhere (false for a null expression)?
+bool uses_var(const ExprRef& e, int var);
 
 enum class StmtKind : std::uint8_t {
     Loop,    // for (var = begin; var < end; ++var) body

@@ -36,7 +36,6 @@ ExprRef extreme_init(DType dt, bool max) {
     throw Unsupported{"max/min of bool"};
 }
 
-
 // Lowers a row_reduction group: a chain of row ops r1, r2, ..., rk over the same rows (see
 // fuse.h), each later one reading earlier ones through elementwise nodes of the row's shape.
 //

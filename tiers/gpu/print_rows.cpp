@@ -36,13 +36,6 @@ void temps_read(const ExprRef& e, std::set<int>& out) {
     if (e->kind == ExprKind::Temp) out.insert(e->id);
     for (const auto& a : e->args) temps_read(a, out);
 }
-bool uses_var(const ExprRef& e, int v) {
-    if (!e) return false;
-    if (e->kind == ExprKind::Var && e->id == v) return true;
-    for (const auto& a : e->args)
-        if (uses_var(a, v)) return true;
-    return false;
-}
 // Temps read and assigned by statements (nested loops included).
 void accesses(const std::vector<StmtRef>& body, std::set<int>& reads, std::set<int>& writes) {
     for (const auto& s : body) {
@@ -56,7 +49,7 @@ void accesses(const std::vector<StmtRef>& body, std::set<int>& reads, std::set<i
 }
 bool stores_use_var(const std::vector<StmtRef>& body, int v) {
     for (const auto& s : body) {
-        if (s->kind == StmtKind::Store && !uses_var(s->index, v)) return false;
+        if (s->kind == StmtKind::Store && !kir::uses_var(s->index, v)) return false;
         if (s->kind == StmtKind::Loop && !stores_use_var(s->body, v)) return false;
     }
     return true;

@@ -53,7 +53,7 @@ using llvm::Value;
 namespace gemm_detail {
 
 GemmGen::GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
-    : h_(*k.matmul), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()), kern_(k) {
+    : h_(*k.matmul), kern_(k), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()) {
     const bool f32 = h_.type == kir::Type::f32;
     t_ = f32 ? b_.getFloatTy() : b_.getDoubleTy();
     es_ = f32 ? 4 : 8;

@@ -17,9 +17,11 @@ namespace kiln::tiers::llvm_tier::gemm_detail {
 // 3 channels) get chunks of many strips; deep ones one strip at a time, all row tiles over
 // it (measured: mobilenet_v2's 16 -> 96 1x1 at 112 x 112, 1.9 -> 0.46 ms; AMD EPYC Zen 4).
 constexpr std::int64_t kGridChunkBytes = 16 * 1024;
-// micro_grid(): the most taps of a bound filter row emitted one by one rather than looped.
-// Only the row's taps: unrolling the filter's rows as well (a whole 3 x 3 filter) ran no
-// faster and made resnet18's and squeezenet's tier-2 compiles ~5 ms slower (median).
+// micro_grid(): the most taps of a bound filter row emitted one by one rather than looped
+// (a 3-tap loop's control cost a quarter of its 12 FMAs on AVX2; the short pipeline has no
+// unroll pass). The filter's rows stay a loop: a whole 3 x 3 filter in straight-line code
+// ran no faster and made resnet18's and squeezenet's tier-2 compiles ~5 ms slower (median,
+// AMD EPYC Zen 4).
 constexpr std::int64_t kUnrolledTaps = 25;
 
 void GemmGen::depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
@@ -34,17 +36,6 @@ void GemmGen::depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0,
         });
     });
 }
-
-namespace {
-
-bool uses_var(const kir::Expr& e, int v) {
-    if (e.kind == kir::ExprKind::Var && e.id == v) return true;
-    for (const auto& a : e.args)
-        if (uses_var(*a, v)) return true;
-    return false;
-}
-
-}  // namespace
 
 std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     if (h_.epilogue.size() != 1) return std::nullopt;
@@ -61,19 +52,19 @@ std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     if (ix.kind != kir::ExprKind::Binary || ix.bop != kir::BinaryOp::add) return std::nullopt;
     auto is_col = [&](const kir::Expr& e) { return e.kind == kir::ExprKind::Var && e.id == h_.col_var; };
     kir::ExprRef base;
-    if (is_col(*ix.args[1]) && !uses_var(*ix.args[0], h_.col_var)) base = ix.args[0];
-    else if (is_col(*ix.args[0]) && !uses_var(*ix.args[1], h_.col_var)) base = ix.args[1];
+    if (is_col(*ix.args[1]) && !kir::uses_var(ix.args[0], h_.col_var)) base = ix.args[0];
+    else if (is_col(*ix.args[0]) && !kir::uses_var(ix.args[1], h_.col_var)) base = ix.args[1];
     else return std::nullopt;
     // value = acc, or acc + bias (either order), the bias a load free of the column
     auto is_acc = [&](const kir::Expr& e) { return e.kind == kir::ExprKind::Temp && e.id == h_.acc_temp; };
-    auto is_bias = [&](const kir::Expr& e) {
-        return e.kind == kir::ExprKind::Load && stored_as_computed(e.id) && !uses_var(e, h_.col_var);
+    auto is_bias = [&](const kir::ExprRef& e) {
+        return e->kind == kir::ExprKind::Load && stored_as_computed(e->id) && !kir::uses_var(e, h_.col_var);
     };
     const kir::Expr& v = *st.value;
     if (is_acc(v)) return DirectDw{base, nullptr};
     if (v.kind != kir::ExprKind::Binary || v.bop != kir::BinaryOp::add) return std::nullopt;
-    if (is_acc(*v.args[0]) && is_bias(*v.args[1])) return DirectDw{base, v.args[1].get()};
-    if (is_acc(*v.args[1]) && is_bias(*v.args[0])) return DirectDw{base, v.args[0].get()};
+    if (is_acc(*v.args[0]) && is_bias(v.args[1])) return DirectDw{base, v.args[1].get()};
+    if (is_acc(*v.args[1]) && is_bias(v.args[0])) return DirectDw{base, v.args[0].get()};
     return std::nullopt;
 }
 
@@ -376,9 +367,7 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
 }
 
 template <class F> void GemmGen::taps(Value* count, const std::string& name, std::int64_t unroll, F body) {
-    // A bound count of at most `unroll` taps is emitted tap by tap: the offsets fold into the
-    // loads' addresses and no loop control sits between the FMAs (the short pipeline has no
-    // unroll pass, and a 3-tap loop's counter costs a quarter of its 12 FMAs on AVX2).
+    // Tap by tap, the offsets fold into the loads' addresses (see kUnrolledTaps).
     if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(count); known && known->getSExtValue() <= unroll) {
         for (std::int64_t t = 0; t < known->getSExtValue(); ++t) body(i64(t));
         return;

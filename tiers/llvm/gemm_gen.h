@@ -42,6 +42,7 @@ public:
 
 private:
     const kir::MatmulHint& h_;
+    const kir::Kernel& kern_;
     KernelEmitter& em_;
     llvm::IRBuilderBase& b_;
     llvm::LLVMContext& ctx_;
@@ -56,6 +57,8 @@ private:
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
     llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
     llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
+    llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
+    llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
@@ -239,9 +242,6 @@ private:
         kir::ExprRef base;        // the store's index without the column
         const kir::Expr* bias;    // the bias load, or null
     };
-    const kir::Kernel& kern_;
-    llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
-    llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
     std::optional<DirectDw> direct_dw() const;
 
     // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself
@@ -293,10 +293,8 @@ private:
     void store_runs(Value* gs, Value* g1, Value* wq, Value* ya, Value* j0, Value* j1, Value* row0, Value* rows);
     void store_dense(Value* gs, Value* j0, Value* j1, Value* row0, Value* rows);
 
-    // for (t = 0; t < count; ++t) body(t): a loop, or body(0) alone for a filter dim of 1.
-    // Not unrolled: the straight-line code of a 3x3 filter's nine taps compiled ~2x slower
-    // (median tier-2 compile of resnet18's groups 23-28 -> 16-17 ms, AMD EPYC Zen 4), and
-    // the scheduler spilled the broadcasts it hoisted across taps, for no speed.
+    // for (t = 0; t < count; ++t) body(t): straight-line code for a bound count of at most
+    // `unroll` taps (micro_grid unrolls a filter row's taps, kUnrolledTaps), else a loop.
     template <class F> void taps(Value* count, const std::string& name, std::int64_t unroll, F body);
 
     // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
