@@ -21,7 +21,7 @@ struct ConvCase {
     Pair stride{1, 1}, pad{0, 0}, dil{1, 1};
     std::int64_t groups = 1;
     bool bias = true;
-    int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh
+    int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh, 4 y * sigmoid(y)
 };
 
 inline std::string describe(const ConvCase& c) {
@@ -56,6 +56,7 @@ inline Graph make_graph(const ConvCase& c, std::vector<Dim> xdims) {
         case 1: return {relu(y)};
         case 2: return {relu(y * scale + shift)};
         case 3: return {tanh(y) + in[1]};
+        case 4: return {y * sigmoid(y)};  // SiLU as ONNX exports write it: y read twice
         default: return {y};
         }
     });
@@ -129,6 +130,11 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 19; c.o = 19; c.groups = 19; c.h = 8; c.w = 8; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.bias = false; });
     // Whole output rows per kernel call (dw_step): 17 rows of 30 per call, two calls a plane.
     add([](ConvCase& c) { c.c = 18; c.o = 18; c.groups = 18; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 1; });
+    // SiLU (efficientnet): the epilogue reads the conv result twice (passes/fuse.h): a dense
+    // 1x1, a depthwise 3x3 over whole planes, and a strided f64 conv.
+    add([](ConvCase& c) { c.c = 24; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 33; c.o = 33; c.groups = 33; c.h = 12; c.w = 12; c.pad = {1, 1}; c.n = 2; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 5; c.o = 7; c.h = 11; c.w = 9; c.stride = {2, 2}; c.pad = {1, 1}; c.dt = DType::f64; c.epi = 4; });
     return v;
 }
 
@@ -146,7 +152,7 @@ template <class Pick> ConvCase random_case(Pick&& pick, int round) {
     c.pad = {pick(0, 2), pick(0, 2)};
     c.stride = {pick(1, 2), pick(1, 2)};
     c.dil = {pick(1, 2), 1};
-    c.epi = static_cast<int>(pick(0, 3));
+    c.epi = static_cast<int>(pick(0, 4));
     return c;
 }
 

@@ -60,8 +60,8 @@ void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
                     CHECK(std::find(gr.inputs.begin(), gr.inputs.end(), in) != gr.inputs.end());
         if (gr.kind == GroupKind::opaque) CHECK(gr.nodes.size() == 1);
         if (gr.kind == GroupKind::matmul || gr.kind == GroupKind::conv) {
-            // The matmul (conv2d), then a chain of elementwise nodes of its shape, each reading
-            // the previous one, which nothing else reads; one output, the last node.
+            // The matmul (conv2d), then elementwise nodes of its shape, each reading a node of
+            // the group before it; one output, the last node (nothing outside reads the others).
             CHECK(g.nodes[static_cast<std::size_t>(gr.nodes.front())].op ==
                   (gr.kind == GroupKind::matmul ? kiln::ir::Op::matmul : kiln::ir::Op::conv2d));
             REQUIRE(gr.outputs.size() == 1);
@@ -70,7 +70,10 @@ void check_invariants(const kiln::ir::Graph& g, const Partition& p) {
                 const auto& nd = g.nodes[static_cast<std::size_t>(gr.nodes[i])];
                 CHECK(kiln::ir::is_elementwise(nd.op));
                 CHECK(nd.type.dims == g.nodes[static_cast<std::size_t>(gr.nodes.front())].type.dims);
-                CHECK(std::find(nd.inputs.begin(), nd.inputs.end(), gr.nodes[i - 1]) != nd.inputs.end());
+                CHECK(std::any_of(nd.inputs.begin(), nd.inputs.end(), [&](kiln::ir::ValueId in) {
+                    return std::find(gr.nodes.begin(), gr.nodes.begin() + static_cast<std::ptrdiff_t>(i), in) !=
+                           gr.nodes.begin() + static_cast<std::ptrdiff_t>(i);
+                }));
             }
         }
         if (gr.kind == GroupKind::row_reduction) {
@@ -245,9 +248,10 @@ TEST_CASE("fuse: matmul epilogues stop at a shared result, a graph output, or a 
         [&](const std::vector<Var>& in) -> std::vector<Var> {
             // 1: bias, gelu, clamp, residual, scalar: one group.
             Var y1 = kiln::clamp(kiln::gelu(kiln::matmul(in[0], W) + b2), -1.0, 1.0) + in[1] * 0.5;
-            // 2: the matmul result is read twice: the matmul stays alone.
+            // 2: the matmul result is read twice, inside the epilogue: one group.
             Var m2 = kiln::matmul(in[0], W);
-            Var y2 = kiln::relu(m2) + kiln::sigmoid(m2);
+            Var r2 = kiln::relu(m2);
+            Var y2 = r2 + kiln::sigmoid(m2);
             // 3: bias then an output in the middle of the chain: the chain stops at the output.
             Var h3 = kiln::matmul(in[0], W) + b;
             Var y3 = kiln::tanh(h3);
@@ -263,9 +267,41 @@ TEST_CASE("fuse: matmul epilogues stop at a shared result, a graph output, or a 
         if (gr.kind == GroupKind::matmul) mm.push_back(op_names(g, gr));
     REQUIRE(mm.size() == 4);
     CHECK(mm[0] == std::vector<std::string>{"matmul", "add", "gelu", "clamp", "add"});
-    CHECK(mm[1] == std::vector<std::string>{"matmul"});
+    CHECK(mm[1] == std::vector<std::string>{"matmul", "relu", "sigmoid", "add"});
     CHECK(mm[2] == std::vector<std::string>{"matmul", "add"});
     CHECK(mm[3] == std::vector<std::string>{"matmul"});
+}
+
+TEST_CASE("fuse: a conv's epilogue may read its result twice (SiLU, squeeze-excite), up to what is read outside") {
+    kiln::Tensor W = kiln::Tensor::randn({8, 4, 3, 3}, 3), b = kiln::Tensor::randn({8}, 4);
+    kiln::Graph kg = kiln::trace(
+        "silu", {kiln::arg("x", DType::f32, {1, 4, 6, 6})}, [&](const std::vector<Var>& in) -> std::vector<Var> {
+            // 1: SiLU as the ONNX exports write it; the result feeds a pool and a product
+            // (squeeze-excite), both outside the group.
+            Var y1 = kiln::conv2d(in[0], W, b, {1, 1}, {1, 1});
+            Var s1 = y1 * kiln::sigmoid(y1);
+            Var se = s1 * kiln::sigmoid(kiln::global_avg_pool2d(s1));
+            // 2: the sigmoid is also a graph output: the epilogue cannot take it, nor the
+            // product that reads it.
+            Var y2 = kiln::conv2d(in[0], W, b, {1, 1}, {1, 1});
+            Var g2 = kiln::sigmoid(y2);
+            Var s2 = g2 * y2;
+            // 3: the conv result is also read by another group (a pool): no epilogue.
+            Var y3 = kiln::conv2d(in[0], W, b, {1, 1}, {1, 1});
+            Var s3 = kiln::relu(y3) + kiln::tanh(y3);
+            Var p3 = kiln::global_avg_pool2d(y3);
+            return {se, s2, g2, s3, p3};
+        });
+    const auto& g = ir_of(kg);
+    Partition p = kiln::passes::partition(g);
+    check_invariants(g, p);
+    std::vector<std::vector<std::string>> cv;
+    for (const auto& gr : p.groups)
+        if (gr.kind == GroupKind::conv) cv.push_back(op_names(g, gr));
+    REQUIRE(cv.size() == 3);
+    CHECK(cv[0] == std::vector<std::string>{"conv2d", "sigmoid", "mul"});
+    CHECK(cv[1] == std::vector<std::string>{"conv2d"});
+    CHECK(cv[2] == std::vector<std::string>{"conv2d"});
 }
 
 TEST_CASE("fuse: batched matmul with a broadcast weight takes its epilogue") {

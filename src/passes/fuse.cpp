@@ -5,8 +5,9 @@
 // 2. one pass in topological order places every needed node: a row op, with its reserved
 //    producers, continues the chain of a row group whose result they read over the same
 //    rows (chain_target), else opens a group; matmul, conv and other ops open a group of
-//    their own; an elementwise node extends a matmul or conv group's epilogue chain when it
-//    reads the chain's tail and nothing else does, else joins the group of a row op whose
+//    their own; an elementwise node extends a matmul or conv group's epilogue when it reads
+//    the group and no node of it but the last will be needed outside it (extends_matmul),
+//    else joins the group of a row op whose
 //    result (or fused consumer) it reads, else merges with the elementwise groups of its
 //    operands, else opens one.
 //    Every join is checked for shape consistency and for cycles in the group graph;
@@ -196,21 +197,74 @@ private:
         return true;
     }
 
-    // Can elementwise node `v` extend the epilogue of matmul or conv group `gi`? It must read the
-    // group's last node (the chain's tail), which nothing else reads and which is not a graph
-    // output, and keep the matmul's output shape (its other operands broadcast to it without
-    // growing it); its other operands come from outside the group.
+    // Can elementwise node `v` extend the epilogue of matmul or conv group `gi`? It must keep
+    // the matmul's output shape (its other operands broadcast to it without growing it); its
+    // operands are nodes of the group (any of them: x * sigmoid(x) reads the result twice) or
+    // come from outside. And the group must keep one output, its last node: either v ends
+    // the group now (no other node of it is a graph output or read outside it and v), or
+    // the nodes that can still join after v complete it (epilogue_completes).
     bool extends_matmul(int gi, ValueId v) const {
         const Builder& b = groups_[static_cast<Index>(gi)];
         if ((b.kind != GroupKind::matmul && b.kind != GroupKind::conv) || node(v).type.dims != b.dims) return false;
-        const ValueId tail = b.nodes.back();
-        if (is_output_[ix(tail)] || consumers_[ix(tail)] != std::vector<ValueId>{v}) return false;
-        for (auto in : node(v).inputs) {
-            if (in == tail) continue;
-            if (group_of_[ix(in)] == gi) return false;
-            if (node(in).type.rank() > node(v).type.rank()) return false;
-        }
+        for (auto in : node(v).inputs)
+            if (group_of_[ix(in)] != gi && node(in).type.rank() > node(v).type.rank()) return false;
+        auto ends_here = [&] {
+            for (auto u : b.nodes) {
+                if (is_output_[ix(u)]) return false;
+                for (auto c : consumers_[ix(u)])
+                    if (c != v && group_of_[ix(c)] != gi) return false;
+            }
+            return true;
+        };
+        if (!ends_here() && !epilogue_completes(gi, v)) return false;
         return !creates_cycle({v}, {gi});
+    }
+
+    // With v joined, could the epilogue of group `gi` grow into a group with one output, its
+    // last node? The nodes that can still join: elementwise nodes after v of the group's
+    // shape, not reserved by a row op, whose operands are all in the group, v, or these
+    // nodes, or are constants and inputs that broadcast to the shape (x * sigmoid(x): when
+    // the sigmoid joins, the mul can too). Each of them, placed in turn, finds the same set
+    // and joins, so the group becomes exactly this set; it is a valid group when at most one
+    // of its nodes is a graph output or read outside it, and that one is the last.
+    bool epilogue_completes(int gi, ValueId v) const {
+        const Builder& b = groups_[static_cast<Index>(gi)];
+        std::vector<bool> inside(n_, false);
+        std::vector<ValueId> members = b.nodes;
+        members.push_back(v);
+        for (auto u : members) inside[ix(u)] = true;
+        std::priority_queue<ValueId, std::vector<ValueId>, std::greater<ValueId>> next;  // in topological order
+        auto push_consumers = [&](ValueId u) {
+            for (auto c : consumers_[ix(u)])
+                if (!inside[ix(c)] && c > v) next.push(c);
+        };
+        for (auto u : members) push_consumers(u);
+        while (!next.empty()) {
+            const ValueId w = next.top();
+            next.pop();
+            if (inside[ix(w)]) continue;
+            const ir::Node& nd = node(w);
+            if (!ir::is_elementwise(nd.op) || reserved_by_[ix(w)] >= 0 || nd.type.dims != b.dims) continue;
+            const bool joins = std::all_of(nd.inputs.begin(), nd.inputs.end(), [&](ValueId in) {
+                return inside[ix(in)] || (is_source(ix(in)) && node(in).type.rank() <= nd.type.rank());
+            });
+            if (!joins) continue;
+            inside[ix(w)] = true;
+            members.push_back(w);
+            push_consumers(w);
+        }
+        ValueId last = v, exit = -1;
+        int exits = 0;
+        for (auto u : members) {
+            last = std::max(last, u);
+            bool read_outside = is_output_[ix(u)];
+            for (auto c : consumers_[ix(u)]) read_outside = read_outside || !inside[ix(c)];
+            if (read_outside) {
+                ++exits;
+                exit = u;
+            }
+        }
+        return exits == 0 || (exits == 1 && exit == last);
     }
 
     void join(int gi, ValueId v) {

@@ -26,16 +26,17 @@
 //   elementwise consumers with the (last) row op's output shape after it. A value of the
 //   chain needed outside the group (a graph output, another group's input) is one of the
 //   group's outputs like any other;
-// - matmul groups: the matmul node first, then its epilogue: a chain of elementwise nodes
-//   e1, e2, ... where e1 reads the matmul result, each e(i+1) reads e(i), every chain
-//   node but the last is read only by its successor (and is not a graph output), every
-//   node has the matmul's output shape, and the other operands (bias [N] or [1, N],
-//   scalars, a residual of the output's shape, ...) are defined outside the group and
-//   broadcast to that shape. So a matmul group has exactly one output, its last node. A
-//   matmul result read by anything else ends the chain (it is materialised as usual);
-//   an elementwise producer reserved by a row op (softmax(x @ W + b)) stays with the row op;
-// - conv groups: the conv2d node first, then its epilogue chain, exactly as for matmul
-//   groups (bias [O, 1, 1], batch-norm style scale and shift, activation, residual);
+// - matmul groups: the matmul node first, then its epilogue: elementwise nodes that each
+//   read the matmul result or epilogue nodes before them (any of them: x * sigmoid(x)
+//   reads the result twice), have the matmul's output shape, and whose other operands
+//   (bias [N] or [1, N], scalars, a residual of the output's shape, ...) are defined
+//   outside the group and broadcast to that shape. Every node but the last is read only
+//   inside the group and is not a graph output, so a matmul group has exactly one output,
+//   its last node. A matmul result or epilogue value also read by anything else ends the
+//   epilogue where it stands (it is materialised as usual); an elementwise producer reserved
+//   by a row op (softmax(x @ W + b)) stays with the row op;
+// - conv groups: the conv2d node first, then its epilogue, exactly as for matmul groups
+//   (bias [O, 1, 1], batch-norm style scale and shift, activation, SiLU, residual);
 // - views: a shape op of is_view_op() may be a node of an elementwise or row_reduction
 //   group; its operand is then not computed by the group (it is one of the group's inputs,
 //   or another view of the group, down a chain that ends at an input), it is not a graph
