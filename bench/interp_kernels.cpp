@@ -175,6 +175,8 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_squeezenet_stem_3x3s2", 3, 64, 224, 3, 2, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_dw32c112_3x3", 32, 32, 112, 3, 1, 1, 32, dt));
     cases.push_back(conv_case("conv_mbv2_dw144c56_3x3s2", 144, 144, 56, 3, 2, 1, 144, dt));
+    cases.push_back(conv_case("conv_mbv2_dw96c112_3x3s2", 96, 96, 112, 3, 2, 1, 96, dt));
+    cases.push_back(conv_case("conv_mbv2_dw144c56_3x3", 144, 144, 56, 3, 1, 1, 144, dt));
     cases.push_back(conv_case("conv_mbv2_dw576c14_3x3", 576, 576, 14, 3, 1, 1, 576, dt));
     cases.push_back(conv_case("conv_mbv2_dw960c7_3x3", 960, 960, 7, 3, 1, 1, 960, dt));
     cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));

@@ -4,7 +4,7 @@
 Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, 1 thread, profiling on) on a model for
 --calls calls and takes each Conv node's median kernel time; then runs `kiln-run --steady
 --groups` --runs times (KILN_NUM_THREADS=1, KILN_CPU_ISA=--isa) and takes each conv group's
-best time per call over the runs. Both list their convolutions in execution order, one per
+best time per call over the runs (its mean over the steady calls, sampled every few calls). Both list their convolutions in execution order, one per
 ONNX Conv (ORT fuses Clip/Relu/Add into its Conv nodes, Kiln into its conv groups), so the
 i-th of each are paired (in a model of parallel branches the two orders may differ:
 squeezenet's fire modules run expand3x3 first in ONNX Runtime and expand1x1 first in Kiln,
@@ -54,7 +54,7 @@ def kiln_convs(kiln_run, path, shape, isa, runs):
     env = dict(os.environ, KILN_NUM_THREADS="1", KILN_CPU_ISA=isa)
     best = {}
     for _ in range(runs):
-        out = subprocess.run([kiln_run, path, ",".join(map(str, shape)), "--repeat", "2", "--steady", "40", "--groups"],
+        out = subprocess.run([kiln_run, path, ",".join(map(str, shape)), "--repeat", "2", "--steady", "160", "--groups"],
                              env=env, capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             f = line.split()

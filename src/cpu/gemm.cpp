@@ -45,6 +45,11 @@ template <class E> struct Portable {
         for (std::int64_t i = 0; i < n; ++i) v[i] = p[i];
         return v;
     }
+    static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (0 <= k <= W)
+        V v{};
+        for (std::int64_t i = k; i < W; ++i) v[i] = p[i];
+        return v;
+    }
     static void store_n(T* p, V v, std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) p[i] = v[i];
     }

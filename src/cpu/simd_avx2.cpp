@@ -48,6 +48,9 @@ struct Avx2F32 {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+    static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
+        return _mm256_maskload_ps(p, _mm256_xor_si256(first(k), _mm256_set1_epi32(-1)));
+    }
     static V head(V v, std::int64_t n) { return _mm256_and_ps(v, _mm256_castsi256_ps(first(n))); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
@@ -98,6 +101,9 @@ struct Avx2F64 {
         return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_pd(p, first(n)); }
+    static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
+        return _mm256_maskload_pd(p, _mm256_xor_si256(first(k), _mm256_set1_epi64x(-1)));
+    }
     static V head(V v, std::int64_t n) { return _mm256_and_pd(v, _mm256_castsi256_pd(first(n))); }
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
     static V maxnan(V a, V b) {

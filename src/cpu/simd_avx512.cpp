@@ -44,6 +44,9 @@ struct Avx512F32 {
     }
     static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
+    static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
+        return _mm512_maskz_loadu_ps(static_cast<__mmask16>(~first(k)), p);
+    }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_ps(first(n), v); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
     static V maxnan(V a, V b) {  // a where a > b or a is NaN, else b (a NaN b stays)
@@ -103,6 +106,9 @@ struct Avx512F64 {
     }
     static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_pd(first(n), p); }
+    static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
+        return _mm512_maskz_loadu_pd(static_cast<__mmask8>(~first(k)), p);
+    }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_pd(first(n), v); }
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
     static V maxnan(V a, V b) {

@@ -15,6 +15,7 @@
 // per step it loads NV vectors of B and broadcasts M values of A (a register tile of
 // 6 x 16 floats on AVX2 uses 12 of the 16 ymm registers, 12 x 32 on AVX-512 24 of 32 zmm).
 #include <cstdint>
+#include <type_traits>
 
 namespace kiln::cpu::simd {
 
@@ -217,6 +218,74 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 #pragma GCC unroll 4
             for (int u = 0; u < U; ++u) S::store(flat + q + u * W, acc[u]);
         }
+    }
+}
+
+// Output rows [y0, y1) of one depthwise plane whose filter is 3 x 3 with stride 1, padding 1
+// and dilation 1 (the output plane is the input's h x w), read straight from the input plane
+// x into out + (y - y0) * w: no band, no flat output. Output row r reads input rows r - 1 to
+// r + 1, a row outside the plane from `zeros` (w + 2 zeros from zeros[-1] on). Along a row,
+// tap column j of the vector at column c is the input from column c + j - 1: the row's first
+// vector takes its left neighbour column as zero (load_from) and its last, which ends at the
+// row's last pixel and may overlap the one before it (w >= W), its right one (load_n), so no
+// lane reads across rows or writes outside the row. Two output rows at a time share the
+// loads of their two common input rows (12 loads for 18 FMAs), two vectors along the row keep
+// four accumulator chains in flight. The taps accumulate from init in filter order, as in
+// dw_taps, so both paths give the same values (a row outside the plane adds w * 0).
+template <class S>
+void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int64_t y0, std::int64_t y1,
+                const typename S::T* wt, typename S::T init, typename S::T* out, const typename S::T* zeros) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W;
+    V wv[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) wv[t] = S::bcast(wt + t);
+    const V vinit = S::bcast(&init);
+    auto row_at = [&](I64 iy) { return iy >= 0 && iy < h ? x + iy * w : zeros; };
+    // U vectors from column c of output rows r and (two) r + 1; in[i]: input row r - 1 + i.
+    auto block = [&](auto u_tag, const T* const* in, T* o, I64 c, bool two, bool left, bool right) {
+        constexpr int U = decltype(u_tag)::value;
+        V a0[U], a1[U];
+#pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) a0[u] = a1[u] = vinit;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+            if (i == 3 && !two) break;
+#pragma GCC unroll 3
+            for (int j = 0; j < 3; ++j)
+#pragma GCC unroll 2
+                for (int u = 0; u < U; ++u) {
+                    const T* p = in[i] + c + u * W + j - 1;
+                    const V v = j == 0 && u == 0 && left        ? S::load_from(p, 1)
+                                : j == 2 && u == U - 1 && right ? S::load_n(p, W - 1)
+                                                                : S::load(p);
+                    if (i < 3) a0[u] = S::fma(wv[i * 3 + j], v, a0[u]);
+                    if (i > 0) a1[u] = S::fma(wv[(i - 1) * 3 + j], v, a1[u]);
+                }
+        }
+#pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) {
+            S::store(o + c + u * W, a0[u]);
+            if (two) S::store(o + w + c + u * W, a1[u]);
+        }
+    };
+    constexpr std::integral_constant<int, 1> one{};
+    constexpr std::integral_constant<int, 2> pair{};
+    for (I64 r = y0; r < y1; r += 2) {
+        const bool two = r + 1 < y1;
+        const T* in[4] = {row_at(r - 1), row_at(r), row_at(r + 1), row_at(r + 2)};
+        T* o = out + (r - y0) * w;
+        if (w == W) {
+            block(one, in, o, 0, two, true, true);
+            continue;
+        }
+        block(one, in, o, 0, two, true, false);
+        I64 c = W;
+        for (; c + 2 * W < w; c += 2 * W) block(pair, in, o, c, two, false, false);
+        for (; c + W < w; c += W) block(one, in, o, c, two, false, false);
+        block(one, in, o, w - W, two, false, true);
     }
 }
 
@@ -436,6 +505,17 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
         return band + (i < kOffs ? row_off[i] : row_part(i)) + (j < kOffs ? col_off[j] : col_part(j));
     };
     const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
+    // A 3 x 3 filter of stride 1 and padding 1 over whole output rows: straight from the
+    // input plane (dw_direct3), with a row of zeros in the scratch for the rows outside it.
+    const bool direct3 = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph == 1 &&
+                         g.pw == 1 && g.ow == g.w && g.ow >= W && p0 % g.ow == 0 && (p1 % g.ow == 0);
+    if (direct3) {
+        fill_n<S>(scratch, g.w + 2, T(0));
+        for (I64 k = 0; k < nch; ++k)
+            dw_direct3<S>(xs[k], g.h, g.w, p0 / g.ow, p1 / g.ow, ws[k], inits != nullptr ? inits[k] : T(0), outs + k * ld,
+                          scratch + 1);
+        return;
+    }
     for (I64 k = 0; k < nch; ++k) {
         x = xs[k];
         x_end = x + g.h * g.w;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,9 @@ options:
   --json           also print one JSON line with the figures (for scripts)
   --per-call       print each call's latency, its tier and the groups with compiled code after
                    it, and the first call after which every lowerable group had compiled code
-  --groups         print each group's kind, tier, calls and time per call on its best tier,
-                   slowest first (where the time goes)
+  --groups         print each group's kind, tier, calls and time per call, slowest first
+                   (where the time goes): with --steady, the mean over the steady calls
+                   (sampled), else the tier-up policy's mean on the group's best tier
   --save-outputs DIR
                    write the outputs of the last call as DIR/NAME.npy
   --warmup         call Function::warmup() first: load (or compile) the tier-2 versions an
@@ -131,11 +133,20 @@ double percentile(std::vector<double> v, double p) {
     return v[i];
 }
 
-// --groups: each group's time per call on the best tier it ran on, slowest first.
-void print_groups(const kiln::FunctionStats& s) {
+// --groups: each group's time per call, slowest first: with --steady, its mean over the
+// steady calls (the change of its sampled time and calls since `before`, taken when they
+// began), else the policy's mean on the best tier it ran on. (The policy's mean includes the
+// first timed calls of new code, whose first-touch costs can double a kernel's figure.)
+void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* before) {
     std::vector<const kiln::GroupStats*> gs;
     for (const auto& g : s.groups) gs.push_back(&g);
-    auto us = [](const kiln::GroupStats& g) {
+    auto us = [&](const kiln::GroupStats& g) {
+        if (before != nullptr) {
+            const std::size_t i = static_cast<std::size_t>(&g - s.groups.data());
+            const kiln::GroupStats& b = before->groups[i];
+            if (g.calls > b.calls && g.total_ms > b.total_ms)
+                return std::pair<double, int>{(g.total_ms - b.total_ms) * 1e3 / static_cast<double>(g.calls - b.calls), g.tier};
+        }
         for (std::size_t t = kiln::kNumTiers; t-- > 0;)
             if (g.us_per_call_by_tier[t] > 0) return std::pair<double, int>{g.us_per_call_by_tier[t], static_cast<int>(t)};
         return std::pair<double, int>{g.calls ? g.total_ms * 1e3 / static_cast<double>(g.calls) : 0.0, 0};
@@ -256,6 +267,7 @@ int run(const Args& a) {
     }
     // --steady: the calls after every background compile has finished.
     std::vector<double> steady_ms;
+    std::optional<kiln::FunctionStats> steady_before;  // the stats when the steady calls began
     double settled_ms = 0;
     long settle_calls = 0;
     if (a.steady > 0) {
@@ -273,6 +285,7 @@ int run(const Args& a) {
             compiles = now;
         }
         settled_ms = elapsed_ms + std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+        steady_before = f.stats();
         for (long i = 0; i < a.steady; ++i) {
             auto c0 = std::chrono::steady_clock::now();
             out = f(args);
@@ -325,7 +338,7 @@ int run(const Args& a) {
             std::printf("steady state (settled after %ld more calls, %.1f ms from the first call): p50 %.4f, p90 %.4f (over %zu calls)\n",
                         settle_calls, settled_ms, percentile(steady_ms, 0.5), percentile(steady_ms, 0.9), steady_ms.size());
     }
-    if (a.groups) print_groups(s);
+    if (a.groups) print_groups(s, steady_before ? &*steady_before : nullptr);
     if (a.json) {
         // Steady state: the calls after the first one that found every lowerable group compiled
         // (the last half of the calls when that never happened).
