@@ -45,6 +45,18 @@ template <class E> struct Portable {
         for (std::int64_t i = 0; i < n; ++i) v[i] = p[i];
         return v;
     }
+    // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
+    static void deint(const T* p, std::int64_t n, V& even, V& odd) {
+        even = V{};
+        odd = V{};
+        for (std::int64_t i = 0; i < n; ++i) (i % 2 == 0 ? even : odd)[i / 2] = p[i];
+    }
+    static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
+        V r;
+        r[0] = s;
+        for (int i = 1; i < W; ++i) r[i] = v[i - 1];
+        return r;
+    }
     static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (0 <= k <= W)
         V v{};
         for (std::int64_t i = k; i < W; ++i) v[i] = p[i];

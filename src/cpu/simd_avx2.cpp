@@ -48,6 +48,17 @@ struct Avx2F32 {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+    // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
+    static void deint(const T* p, std::int64_t n, V& even, V& odd) {
+        const V lo = n >= W ? load(p) : load_n(p, n), hi = n >= 2 * W ? load(p + W) : load_n(p + W, n > W ? n - W : 0);
+        const V e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+        odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
+        const V r = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6));
+        return _mm256_blend_ps(r, _mm256_set1_ps(s), 1);
+    }
     static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
         return _mm256_maskload_ps(p, _mm256_xor_si256(first(k), _mm256_set1_epi32(-1)));
     }
@@ -101,6 +112,15 @@ struct Avx2F64 {
         return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
     }
     static V load_n(const T* p, std::int64_t n) { return _mm256_maskload_pd(p, first(n)); }
+    // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
+    static void deint(const T* p, std::int64_t n, V& even, V& odd) {
+        const V lo = n >= W ? load(p) : load_n(p, n), hi = n >= 2 * W ? load(p + W) : load_n(p + W, n > W ? n - W : 0);
+        even = _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+        odd = _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+    }
+    static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
+        return _mm256_blend_pd(_mm256_permute4x64_pd(v, _MM_SHUFFLE(2, 1, 0, 3)), _mm256_set1_pd(s), 1);
+    }
     static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
         return _mm256_maskload_pd(p, _mm256_xor_si256(first(k), _mm256_set1_epi64x(-1)));
     }

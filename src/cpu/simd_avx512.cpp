@@ -44,6 +44,17 @@ struct Avx512F32 {
     }
     static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
+    // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
+    static void deint(const T* p, std::int64_t n, V& even, V& odd) {
+        const V lo = n >= W ? load(p) : load_n(p, n), hi = n >= 2 * W ? load(p + W) : load_n(p + W, n > W ? n - W : 0);
+        even = _mm512_permutex2var_ps(lo, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), hi);
+        odd = _mm512_permutex2var_ps(lo, _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), hi);
+    }
+    static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
+        // (The masked form, all lanes: GCC 12 warns that the plain form's source is uninitialised.)
+        const __m512i a = _mm512_castps_si512(v), b = _mm512_castps_si512(_mm512_set1_ps(s));
+        return _mm512_castsi512_ps(_mm512_mask_alignr_epi32(a, static_cast<__mmask16>(0xffff), a, b, 15));
+    }
     static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>(~first(k)), p);
     }
@@ -106,6 +117,16 @@ struct Avx512F64 {
     }
     static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }  // 0 <= n <= W
     static V load_n(const T* p, std::int64_t n) { return _mm512_maskz_loadu_pd(first(n), p); }
+    // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
+    static void deint(const T* p, std::int64_t n, V& even, V& odd) {
+        const V lo = n >= W ? load(p) : load_n(p, n), hi = n >= 2 * W ? load(p + W) : load_n(p + W, n > W ? n - W : 0);
+        even = _mm512_permutex2var_pd(lo, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), hi);
+        odd = _mm512_permutex2var_pd(lo, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), hi);
+    }
+    static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
+        const __m512i a = _mm512_castpd_si512(v), b = _mm512_castpd_si512(_mm512_set1_pd(s));
+        return _mm512_castsi512_pd(_mm512_mask_alignr_epi64(a, static_cast<__mmask8>(0xff), a, b, 7));
+    }
     static V load_from(const T* p, std::int64_t k) {  // zeros, then p[k .. W) (lanes below k not read)
         return _mm512_maskz_loadu_pd(static_cast<__mmask8>(~first(k)), p);
     }

@@ -289,6 +289,70 @@ void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int
     }
 }
 
+// dw_direct3 for stride 2 (3 x 3, padding 1, dilation 1; output ow = ceil(w / 2) columns):
+// output rows [y0, y1) straight from the input plane into out + (y - y0) * ow. Output row r
+// reads input rows 2r - 1 to 2r + 1; two output rows at a time share input row 2r + 1.
+// Output column c's taps read input columns 2c - 1, 2c and 2c + 1: per input row and vector,
+// 2W consecutive inputs split into their even (tap column 1) and odd (tap column 2) lanes,
+// and the odd lanes moved up one with the input before them (tap column 0; zero at the row's
+// start). A row's last vector ends at its last output (overlapping the one before it,
+// ow >= W) and reads no further than the row's end (masked). The taps accumulate from init in
+// filter order, as in dw_taps.
+template <class S>
+void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::int64_t ow, std::int64_t y0,
+                  std::int64_t y1, const typename S::T* wt, typename S::T init, typename S::T* out,
+                  const typename S::T* zeros) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W;
+    V wv[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) wv[t] = S::bcast(wt + t);
+    const V vinit = S::bcast(&init);
+    auto row_at = [&](I64 iy) { return iy >= 0 && iy < h ? x + iy * w : zeros; };
+    // U vectors from output column c of output rows r and (two) r + 1; in[k]: input row 2r - 1 + k.
+    auto block = [&](auto u_tag, const T* const* in, T* o, I64 c, bool two) {
+        constexpr int U = decltype(u_tag)::value;
+        V a0[U], a1[U];
+#pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) a0[u] = a1[u] = vinit;
+#pragma GCC unroll 5
+        for (int k = 0; k < 5; ++k) {
+            if (k == 3 && !two) break;
+#pragma GCC unroll 2
+            for (int u = 0; u < U; ++u) {
+                const I64 col = 2 * (c + u * W);
+                const I64 n = w - col < 2 * W ? w - col : 2 * W;
+                V v[3];
+                S::deint(in[k] + col, n, v[1], v[2]);
+                v[0] = S::shift_in(v[2], col > 0 ? in[k][col - 1] : T(0));
+#pragma GCC unroll 3
+                for (int j = 0; j < 3; ++j) {
+                    if (k < 3) a0[u] = S::fma(wv[k * 3 + j], v[j], a0[u]);
+                    if (k >= 2) a1[u] = S::fma(wv[(k - 2) * 3 + j], v[j], a1[u]);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) {
+            S::store(o + c + u * W, a0[u]);
+            if (two) S::store(o + ow + c + u * W, a1[u]);
+        }
+    };
+    constexpr std::integral_constant<int, 1> one{};
+    constexpr std::integral_constant<int, 2> pair{};
+    for (I64 r = y0; r < y1; r += 2) {
+        const bool two = r + 1 < y1;
+        const T* in[5] = {row_at(2 * r - 1), row_at(2 * r), row_at(2 * r + 1), row_at(2 * r + 2), row_at(2 * r + 3)};
+        T* o = out + (r - y0) * ow;
+        I64 c = 0;
+        for (; c + 2 * W <= ow; c += 2 * W) block(pair, in, o, c, two);
+        for (; c + W <= ow; c += W) block(one, in, o, c, two);
+        if (c < ow) block(one, in, o, ow - W, two);
+    }
+}
+
 // dw_planes with the channels across the lanes (DwPlan::chan: small planes, whose rows fill
 // few vectors). Per group of W channels: the padded input rows that outputs [p0, p1) read
 // are transposed into a zero-padded pixel-major buffer (W values per pixel, one per channel;
@@ -506,7 +570,8 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
     };
     const I64 y_first = p0 / g.ow, y_last = (p1 - 1) / g.ow;
     // A 3 x 3 filter of stride 1 and padding 1 over whole output rows: straight from the
-    // input plane (dw_direct3), with a row of zeros in the scratch for the rows outside it.
+    // input plane (dw_direct3), with a row of zeros in the scratch for the rows outside it
+    // (zeros from scratch[0] on, so that the kernel may read one before the row's start).
     const bool direct3 = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph == 1 &&
                          g.pw == 1 && g.ow == g.w && g.ow >= W && p0 % g.ow == 0 && (p1 % g.ow == 0);
     if (direct3) {
@@ -514,6 +579,16 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
         for (I64 k = 0; k < nch; ++k)
             dw_direct3<S>(xs[k], g.h, g.w, p0 / g.ow, p1 / g.ow, ws[k], inits != nullptr ? inits[k] : T(0), outs + k * ld,
                           scratch + 1);
+        return;
+    }
+    // The same for stride 2 (dw_direct3s2).
+    const bool direct3s2 = g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.ph == 1 &&
+                           g.pw == 1 && g.ow == (g.w + 1) / 2 && g.ow >= W && p0 % g.ow == 0 && (p1 % g.ow == 0);
+    if (direct3s2) {
+        fill_n<S>(scratch, g.w + 2, T(0));
+        for (I64 k = 0; k < nch; ++k)
+            dw_direct3s2<S>(xs[k], g.h, g.w, g.ow, p0 / g.ow, p1 / g.ow, ws[k], inits != nullptr ? inits[k] : T(0),
+                            outs + k * ld, scratch + 1);
         return;
     }
     for (I64 k = 0; k < nch; ++k) {
