@@ -110,6 +110,17 @@ TEST_CASE("code cache: keys ignore names but not what the code computes") {
     CHECK(key_of(chain("one", 0.5)) == key_of(chain("two", 0.5)));
     CHECK(key_of(chain("one", 0.5)) == key_of(chain("two", 0.25)));
     CHECK(key_of(chain("one", 0.5)) != key_of(chain("one", 0.5, true)));
+    // A scalar bound of maximum/minimum (relu6's 0 and 6 from ONNX Clip) is part of the code
+    // (kir::lower inlines it so that the code generators fold it): other bounds, other code.
+    auto clipped = [](double hi) {
+        return trace("clip", {arg("x", DType::f32, {dyn("B"), 16})}, [&](const std::vector<Var>& in) {
+            return std::vector<Var>{minimum(maximum(in[0], Var(Tensor::full({}, 0.0))), Var(Tensor::full({}, hi)))};
+        });
+    };
+    const std::string six = key_of(clipped(6.0));
+    CHECK(six.find("min(max(b0[") != std::string::npos);
+    CHECK(six.find(", 0), 6)") != std::string::npos);
+    CHECK(six != key_of(clipped(5.0)));
 }
 
 TEST_CASE("code cache: KILN_CODE_CACHE_BYTES takes plain bytes or K/M/G; malformed values are errors") {

@@ -282,6 +282,36 @@ template <class T> void check_int_ops(DType dt) {
 }
 }  // namespace
 
+// max/min with a constant operand (relu6's bounds, kir::lower inlines them) take a shorter
+// path than two buffers (tiers/llvm/ops.cpp): the same values, NaN and the sign of zero
+// included, with the constant second and first, NaN and infinite constants too.
+TEST_CASE("llvm: max/min against a constant: NaN propagation and signed zeros as with two operands") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> xs = {1.0f, -2.0f, nan, 6.0f, 7.5f, -0.0f, 0.0f, inf, -inf, 5.999f};
+    for (const float c : {0.0f, -0.0f, 6.0f, inf, -inf, nan})
+        for (BinaryOp op : {BinaryOp::max, BinaryOp::min})
+            for (const bool first : {false, true}) {
+                CAPTURE(op_name(op));
+                CAPTURE(c);
+                CAPTURE(first);
+                const Kernel k = map_kernel(DType::f32, DType::f32, [&](ExprRef x) {
+                    return first ? binary(op, constant(Type::f32, c), x) : binary(op, x, constant(Type::f32, c));
+                });
+                const std::vector<float> got = run_map<float>(k, xs);
+                for (std::size_t i = 0; i < xs.size(); ++i) {
+                    const float a = first ? c : xs[i], b = first ? xs[i] : c;
+                    const bool mx = op == BinaryOp::max;
+                    const float want = std::isnan(a) ? a : std::isnan(b) ? b : ((mx ? b > a : b < a) ? b : a);
+                    CAPTURE(xs[i]);
+                    CHECK(std::isnan(got[i]) == std::isnan(want));
+                    if (!std::isnan(want)) {
+                        CHECK(got[i] == want);
+                        CHECK(std::signbit(got[i]) == std::signbit(want));
+                    }
+                }
+            }
+}
+
 TEST_CASE("llvm: integer ops wrap, divide by zero gives 0, INT_MIN / -1 wraps") {
     check_int_ops<std::int32_t>(DType::i32);
     check_int_ops<std::int64_t>(DType::i64);

@@ -93,7 +93,18 @@ ExprRef Lowering::value(ValueId v, Phase& ph) {
         e = view_value(v, *ph.space);
     } else {
         std::vector<ExprRef> args;
-        for (ValueId in : node(v).inputs) args.push_back(value(in, ph));
+        const bool bound = node(v).op == ir::Op::maximum || node(v).op == ir::Op::minimum;
+        for (ValueId in : node(v).inputs) {
+            // A bound of maximum/minimum that is a floating scalar constant (relu6's 0 and 6)
+            // is a constant of the kernel: the code generators fold it (a max with a number
+            // is one instruction, not NaN tests). Other constants stay buffers, so that
+            // kernels differing only in them share code.
+            const ir::Node& c = node(in);
+            if (bound && !in_group(in) && c.op == ir::Op::constant && c.value.numel() == 1 && is_floating(c.type.dtype))
+                args.push_back(constant(compute_type(c.type.dtype), c.value.to_doubles().front()));
+            else
+                args.push_back(value(in, ph));
+        }
         e = node_expr(node(v), args);
         if (uses_[v] > 1 && e->kind != ExprKind::Const) {
             const int t = new_temp(e->type);

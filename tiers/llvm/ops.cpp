@@ -241,7 +241,17 @@ Value* OpEmitter::emit_binary(BinaryOp op, Type t, Value* x, Value* y) {
         case BinaryOp::pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
         case BinaryOp::max: case BinaryOp::min: {
             // isnan(x) ? x : isnan(y) ? y : (y > x ? y : x)   (max; `<` for min)
-            Value* better = op == BinaryOp::max ? b_.CreateFCmpOGT(y, x) : b_.CreateFCmpOLT(y, x);
+            const bool max = op == BinaryOp::max;
+            auto number = [](Value* v) {
+                auto* c = llvm::dyn_cast<llvm::ConstantFP>(v);
+                return c != nullptr && !c->isNaN();
+            };
+            // A constant operand that is not NaN (relu6's bounds): one compare and select,
+            // which x86 does in one max (min) instruction. y constant: y > x is false for a
+            // NaN x, which is then the result; x constant: an unordered compare takes a NaN y.
+            if (number(y)) return b_.CreateSelect(max ? b_.CreateFCmpOGT(y, x) : b_.CreateFCmpOLT(y, x), y, x);
+            if (number(x)) return b_.CreateSelect(max ? b_.CreateFCmpUGT(y, x) : b_.CreateFCmpULT(y, x), y, x);
+            Value* better = max ? b_.CreateFCmpOGT(y, x) : b_.CreateFCmpOLT(y, x);
             Value* r = b_.CreateSelect(better, y, x);
             r = b_.CreateSelect(isnan(y), y, r);
             return b_.CreateSelect(isnan(x), x, r);
