@@ -47,12 +47,16 @@ template <class E> struct Portable {
     }
     // p[0 .. n) (0 <= n <= 2W, zeros after) split: even[i] = p[2i], odd[i] = p[2i + 1].
     static void deint(const T* p, std::int64_t n, V& even, V& odd) {
-        even = V{};
-        odd = V{};
-        for (std::int64_t i = 0; i < n; ++i) (i % 2 == 0 ? even : odd)[i / 2] = p[i];
+        V e{}, o{};
+        for (int i = 0; i < W; ++i) {
+            e[i] = 2 * i < n ? p[2 * i] : T(0);
+            o[i] = 2 * i + 1 < n ? p[2 * i + 1] : T(0);
+        }
+        even = e;
+        odd = o;
     }
     static V shift_in(V v, T s) {  // s, v[0], ..., v[W - 2]
-        V r;
+        V r{};
         r[0] = s;
         for (int i = 1; i < W; ++i) r[i] = v[i - 1];
         return r;
