@@ -65,6 +65,7 @@ private:
     std::vector<ValueId> reserved_by_;             // the row op that absorbs this producer
     std::vector<int> group_of_;
     std::vector<Builder> groups_;
+    mutable std::vector<char> inside_;  // epilogue_completes' scratch: all 0 between calls
 
     const ir::Node& node(ValueId v) const { return g_.nodes[ix(v)]; }
     bool is_source(Index v) const { return ir::op_kind(g_.nodes[v].op) == ir::OpKind::Source; }
@@ -229,10 +230,13 @@ private:
     // of its nodes is a graph output or read outside it, and that one is the last.
     bool epilogue_completes(int gi, ValueId v) const {
         const Builder& b = groups_[static_cast<Index>(gi)];
-        std::vector<bool> inside(n_, false);
+        // `inside` is a member scratch of n_ flags, cleared again below (only the members'), so
+        // that a call costs the size of the epilogue, not of the graph.
+        std::vector<char>& inside = inside_;
+        inside.resize(n_, 0);
         std::vector<ValueId> members = b.nodes;
         members.push_back(v);
-        for (auto u : members) inside[ix(u)] = true;
+        for (auto u : members) inside[ix(u)] = 1;
         std::priority_queue<ValueId, std::vector<ValueId>, std::greater<ValueId>> next;  // in topological order
         auto push_consumers = [&](ValueId u) {
             for (auto c : consumers_[ix(u)])
@@ -249,7 +253,7 @@ private:
                 return inside[ix(in)] || (is_source(ix(in)) && node(in).type.rank() <= nd.type.rank());
             });
             if (!joins) continue;
-            inside[ix(w)] = true;
+            inside[ix(w)] = 1;
             members.push_back(w);
             push_consumers(w);
         }
@@ -264,6 +268,7 @@ private:
                 exit = u;
             }
         }
+        for (auto u : members) inside[ix(u)] = 0;
         return exits == 0 || (exits == 1 && exit == last);
     }
 
