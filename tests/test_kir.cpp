@@ -336,6 +336,25 @@ TEST_CASE("kir: matmul groups are lowered with a hint; opaque groups are not, wi
     CHECK(plan->groups[1]->lower_failure.find("opaque") != std::string::npos);
 }
 
+// An elementwise group's inner loop runs over the trailing dims on which each input is whole
+// or broadcast: squeeze-excite's x[N,C,H,W] * s[N,C,1,1] in rows of H * W (one value of s per
+// row), a bias over the last dim in rows of W; the values are checked against the interpreter
+// by the random chains above.
+TEST_CASE("kir: elementwise rows span the trailing dims that every input has whole or broadcast") {
+    kiln::Graph kg = kiln::trace(
+        "se", {kiln::arg("x", DType::f32, {kiln::dyn("n"), 6, 7, 7}), kiln::arg("s", DType::f32, {kiln::dyn("n"), 6, 1, 1}),
+               kiln::arg("b", DType::f32, {7})},
+        [&](const std::vector<Var>& in) -> std::vector<Var> { return {in[0] * in[1], in[0] + in[2]}; });
+    const auto plan = kiln::jit::lower_function(kg.impl());
+    REQUIRE(plan->groups.size() == 2);
+    for (const auto& g : plan->groups) REQUIRE_MESSAGE(g->kernel.has_value(), g->lower_failure);
+    const std::string se = kir::print(*plan->groups[0]->kernel), bias = kir::print(*plan->groups[1]->kernel);
+    CAPTURE(se);
+    CAPTURE(bias);
+    CHECK(se.find("in [0, 49)") != std::string::npos);
+    CHECK(bias.find("in [0, 7)") != std::string::npos);
+}
+
 TEST_CASE("kir: print shows buffers, params, temps and loops") {
     kiln::Graph kg = kiln::trace("p", {kiln::arg("x", DType::f16, {kiln::dyn("n"), 8}), kiln::arg("b", DType::f16, {8})},
                                  [](const std::vector<Var>& in) -> std::vector<Var> { return {kiln::softmax(in[0] + in[1], -1)}; });

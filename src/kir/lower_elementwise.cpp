@@ -154,13 +154,39 @@ void lower_elementwise(Lowering& L) {
         L.store_outputs(outs, ph);
         return;
     }
+    // The inner loop runs over the trailing dims [k, n) on which every input is either whole
+    // (the output's dims: one contiguous run) or broadcast (all 1: one value for the run),
+    // at least the last dim: x[N,C,H,W] * s[N,C,1,1] (squeeze-excite) runs rows of H * W,
+    // not of W (a 7 x 7 or 14 x 14 plane's rows are shorter than two vectors). Views that
+    // move elements keep rows of the last dim.
+    std::size_t k = n - 1;
+    bool views = false;
+    for (ValueId v : L.group.nodes) views = views || passes::is_view_op(L.node(v));
+    while (!views && k > 1) {  // (k = 0 would be the flat case above)
+        bool merges = true;
+        for (ValueId in : L.group.inputs) {
+            const auto& d = L.node(in).type.dims;
+            bool whole = true, ones = true;
+            for (std::size_t a = k - 1; a < n; ++a) {
+                const std::size_t lead = n - d.size();  // inputs of lower rank align right
+                const bool has = a >= lead;
+                const Dim one(1);
+                const Dim& da = has ? d[a - lead] : one;
+                whole = whole && has && da == S[a];
+                ones = ones && da.is_static() && da.value() == 1;
+            }
+            merges = merges && (whole || ones);
+        }
+        if (!merges) break;
+        --k;
+    }
     const int j = L.new_var();
-    Space sp = L.make_space(ref, {0, n - 1}, {outer(), var(j)});
-    L.k.extent = L.product(ref, 0, n - 1);
+    Space sp = L.make_space(ref, {0, k}, {outer(), var(j)});
+    L.k.extent = L.product(ref, 0, k);
     std::vector<StmtRef> inner;
     Phase ph{&sp, &inner, {}};
     L.store_outputs(outs, ph);
-    L.k.body.push_back(loop(j, index_const(0), L.product(ref, n - 1, n), std::move(inner)));
+    L.k.body.push_back(loop(j, index_const(0), L.product(ref, k, n), std::move(inner)));
 }
 
 }  // namespace kiln::kir::detail
