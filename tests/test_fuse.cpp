@@ -140,6 +140,14 @@ std::vector<std::string> op_names(const kiln::ir::Graph& g, const kiln::passes::
     return v;
 }
 
+// op_names of every group of `kind`, in group order.
+std::vector<std::vector<std::string>> ops_of_kind(const kiln::ir::Graph& g, const Partition& p, GroupKind kind) {
+    std::vector<std::vector<std::string>> v;
+    for (const auto& gr : p.groups)
+        if (gr.kind == kind) v.push_back(op_names(g, gr));
+    return v;
+}
+
 }  // namespace
 
 TEST_CASE("fuse: an MLP gives a matmul+bias+relu group, a matmul group and a bias+softmax row group") {
@@ -262,9 +270,7 @@ TEST_CASE("fuse: matmul epilogues stop at a shared result, a graph output, or a 
     const auto& g = ir_of(kg);
     Partition p = kiln::passes::partition(g);
     check_invariants(g, p);
-    std::vector<std::vector<std::string>> mm;
-    for (const auto& gr : p.groups)
-        if (gr.kind == GroupKind::matmul) mm.push_back(op_names(g, gr));
+    const auto mm = ops_of_kind(g, p, GroupKind::matmul);
     REQUIRE(mm.size() == 4);
     CHECK(mm[0] == std::vector<std::string>{"matmul", "add", "gelu", "clamp", "add"});
     CHECK(mm[1] == std::vector<std::string>{"matmul", "relu", "sigmoid", "add"});
@@ -295,9 +301,7 @@ TEST_CASE("fuse: a conv's epilogue may read its result twice (SiLU, squeeze-exci
     const auto& g = ir_of(kg);
     Partition p = kiln::passes::partition(g);
     check_invariants(g, p);
-    std::vector<std::vector<std::string>> cv;
-    for (const auto& gr : p.groups)
-        if (gr.kind == GroupKind::conv) cv.push_back(op_names(g, gr));
+    const auto cv = ops_of_kind(g, p, GroupKind::conv);
     REQUIRE(cv.size() == 3);
     CHECK(cv[0] == std::vector<std::string>{"conv2d", "sigmoid", "mul"});
     CHECK(cv[1] == std::vector<std::string>{"conv2d"});

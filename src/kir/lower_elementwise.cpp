@@ -162,17 +162,20 @@ void lower_elementwise(Lowering& L) {
     std::size_t k = n - 1;
     bool views = false;
     for (ValueId v : L.group.nodes) views = views || passes::is_view_op(L.node(v));
+    const Dim one(1);
     while (!views && k > 1) {  // (k = 0 would be the flat case above)
         bool merges = true;
         for (ValueId in : L.group.inputs) {
             const auto& d = L.node(in).type.dims;
+            if (d.size() > n) {
+                merges = false;
+                break;
+            }
+            const std::size_t lead = n - d.size();  // inputs of lower rank align right
             bool whole = true, ones = true;
             for (std::size_t a = k - 1; a < n; ++a) {
-                const std::size_t lead = n - d.size();  // inputs of lower rank align right
-                const bool has = a >= lead;
-                const Dim one(1);
-                const Dim& da = has ? d[a - lead] : one;
-                whole = whole && has && da == S[a];
+                const Dim& da = a >= lead ? d[a - lead] : one;
+                whole = whole && a >= lead && da == S[a];
                 ones = ones && da.is_static() && da.value() == 1;
             }
             merges = merges && (whole || ones);

@@ -442,8 +442,8 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 // The revision names what the emitted code expects of the runtime (revision 4: the depthwise
-// kernel takes several planes per call; 5: and each plane's starting values), so that a persistent cache never hands code of an
-// older revision to this one.
+// kernel takes several planes per call; 5: and each plane's starting values), so that a
+// persistent cache never hands code of an older revision to this one.
 std::string gemm_settings() {
     return "gemm_revision=5;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));

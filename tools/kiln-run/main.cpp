@@ -141,8 +141,8 @@ void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* befor
     std::vector<const kiln::GroupStats*> gs;
     for (const auto& g : s.groups) gs.push_back(&g);
     auto us = [&](const kiln::GroupStats& g) {
-        if (before != nullptr) {
-            const std::size_t i = static_cast<std::size_t>(&g - s.groups.data());
+        const std::size_t i = static_cast<std::size_t>(&g - s.groups.data());
+        if (before != nullptr && i < before->groups.size()) {
             const kiln::GroupStats& b = before->groups[i];
             if (g.calls > b.calls && g.total_ms > b.total_ms)
                 return std::pair<double, int>{(g.total_ms - b.total_ms) * 1e3 / static_cast<double>(g.calls - b.calls), g.tier};
