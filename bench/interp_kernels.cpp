@@ -171,6 +171,9 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_resnet18_64c56_3x3", 64, 64, 56, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_256c14_3x3", 256, 256, 14, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_512c7_3x3", 512, 512, 7, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_64to128c56_3x3s2", 64, 128, 56, 3, 2, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_256to512c14_3x3s2", 256, 512, 14, 3, 2, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_64to128c56_1x1s2", 64, 128, 56, 1, 2, 0, 1, dt));
     cases.push_back(conv_case("conv_resnet18_stem_7x7s2", 3, 64, 224, 7, 2, 3, 1, dt));
     cases.push_back(conv_case("conv_squeezenet_stem_3x3s2", 3, 64, 224, 3, 2, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_dw32c112_3x3", 32, 32, 112, 3, 1, 1, 32, dt));
@@ -179,6 +182,11 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_mbv2_dw144c56_3x3", 144, 144, 56, 3, 1, 1, 144, dt));
     cases.push_back(conv_case("conv_mbv2_dw576c14_3x3", 576, 576, 14, 3, 1, 1, 576, dt));
     cases.push_back(conv_case("conv_mbv2_dw960c7_3x3", 960, 960, 7, 3, 1, 1, 960, dt));
+    cases.push_back(conv_case("conv_effnet_dw144c56_3x3_silu", 144, 144, 56, 3, 1, 1, 144, dt, true));
+    cases.push_back(conv_case("conv_effnet_dw240c28_5x5", 240, 240, 28, 5, 1, 2, 240, dt));
+    cases.push_back(conv_case("conv_effnet_dw240c28_5x5_silu", 240, 240, 28, 5, 1, 2, 240, dt, true));
+    cases.push_back(conv_case("conv_effnet_dw672c14_5x5_silu", 672, 672, 14, 5, 1, 2, 672, dt, true));
+    cases.push_back(conv_case("conv_effnet_dw1152c7_5x5_silu", 1152, 1152, 7, 5, 1, 2, 1152, dt, true));
     cases.push_back(conv_case("conv_1x1_64to256c56", 64, 256, 56, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_stem_3x3s2", 3, 32, 224, 3, 2, 1, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_16to96c112", 16, 96, 112, 1, 1, 0, 1, dt));

@@ -135,6 +135,9 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 24; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 4; });
     add([](ConvCase& c) { c.c = 33; c.o = 33; c.groups = 33; c.h = 12; c.w = 12; c.pad = {1, 1}; c.n = 2; c.epi = 4; });
     add([](ConvCase& c) { c.c = 5; c.o = 7; c.h = 11; c.w = 9; c.stride = {2, 2}; c.pad = {1, 1}; c.dt = DType::f64; c.epi = 4; });
+    // Large planes one at a time (gemm_conv.cpp, depthwise_planes()): two planes of 96 x 100
+    // outputs, each in two calls of whole rows (81 rows, then 15), with SiLU.
+    add([](ConvCase& c) { c.c = 2; c.o = 2; c.groups = 2; c.h = 96; c.w = 100; c.pad = {1, 1}; c.epi = 4; });
     return v;
 }
 

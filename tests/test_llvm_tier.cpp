@@ -95,6 +95,10 @@ template <class C> void check_unary_ops(DType dt) {
                                        ? 4 * std::numeric_limits<C>::epsilon() * std::max(C(1), std::fabs(x))
                                        : 0.0;
             if (d > 4 && std::fabs(static_cast<double>(got) - static_cast<double>(want)) <= abs_tol) d = 0;
+            // f32 sigmoid flushes results below the smallest normal to 0 (vmath.cpp, exp_neg_f32).
+            if (d > 4 && op == UnaryOp::sigmoid && std::is_same_v<C, float> && got == C(0) &&
+                std::fabs(want) < std::numeric_limits<C>::min())
+                d = 0;
             worst = std::max(worst, d);
             CHECK(d <= 4);
         }

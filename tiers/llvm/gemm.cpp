@@ -251,7 +251,7 @@ void GemmGen::stream(Value* ab, Value* bb, Value* i0, Value* rows, Value* j0, Va
         Value* w = smin(i64(kStreamCols), b_.CreateSub(j1, jc));
         b_.CreateMemSet(sbuf_, b_.getInt8(0), b_.CreateMul(rows, i64(kStreamCols * es_)), llvm::MaybeAlign(64));
         b_.CreateCall(rows_fn, {rows, w, k_dim_, a0, k_dim_, elem(bb, jc), n_, sbuf_, i64(kStreamCols)});
-        epilogue(sbuf_, kStreamCols, i0, rows, jc, w);
+        long_epilogue(sbuf_, kStreamCols, i0, rows, jc, w);
     });
 }
 
@@ -426,6 +426,25 @@ void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Va
                             {"llvm.loop.vectorize.width", b_.getInt32(static_cast<std::uint32_t>(vw_))},
                             {"llvm.loop.interleave.count", b_.getInt32(2)}});
     });
+}
+
+void GemmGen::long_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
+    // The masked tail-folded loop of epilogue() over a long row spent as much on its masks
+    // (64-bit lane indices: four compares per two vectors) and on reloading the constants
+    // they pushed out of the registers as on the work: a depthwise conv's SiLU epilogue ran
+    // at ~2 cycles per element. Pieces of a bound 2 VW columns vectorise without masks.
+    const std::int64_t piece = 2 * vw_;
+    Value* whole = b_.CreateMul(b_.CreateSDiv(cols, i64(piece)), i64(piece));
+    loop(i64(0), rows, i64(1), "epil.r", [&](Value* r) {
+        Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
+        Value* row = b_.CreateAdd(row0, r);
+        loop(i64(0), whole, i64(piece), "epil.c", [&](Value* c) {
+            epilogue(elem(brow, c), ld, row, i64(1), b_.CreateAdd(col0, c), i64(piece));
+        }, true);
+        if_then(b_.CreateICmpSLT(whole, cols), [&] {
+            epilogue(elem(brow, whole), ld, row, i64(1), b_.CreateAdd(col0, whole), b_.CreateSub(cols, whole));
+        });
+    }, true);
 }
 
 }  // namespace gemm_detail

@@ -6,6 +6,7 @@
 // both is at the top of gemm.cpp.
 #include "tiers/llvm/codegen.h"
 
+#include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
 
 #include <llvm/IR/Constants.h>
@@ -228,11 +229,13 @@ private:
     // Entry k of the depthwise kernel's pointer arrays: plane x, filter w.
     void set_dw_planes(Value* k, Value* x, Value* w);
 
-    // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on the first `count` entries of
-    // the pointer arrays, pixels [p0, p1), into rows of the stack buffer; or (`out` set)
-    // into out + k * ld, each plane started from inits[k] (null: from 0).
+    // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on `count` entries of the
+    // pointer arrays from entry `first` (null: 0), pixels [p0, p1), into rows of the stack
+    // buffer; or (`out` set) into out + k * ld, each plane started from inits[k] (null: 0).
     void call_depthwise(Value* count, Value* p0, Value* p1, Value* inits = nullptr, Value* out = nullptr,
-                        Value* ld = nullptr);
+                        Value* ld = nullptr, Value* first = nullptr);
+    // The depthwise kernel's plan (src/cpu/depthwise.h) where the geometry is bound.
+    std::optional<cpu::DwPlan> bound_dw_plan();
 
     // A depthwise epilogue the kernel can do itself: C stored as computed (of the compute
     // type), at an index `base + column` (base free of the column), plus at most a bias that
@@ -337,6 +340,9 @@ private:
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
     // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
     void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
+    // The same over rows of up to hundreds of columns (stream()'s and the depthwise paths'
+    // buffers): each row in pieces of two vectors with a bound count, then its last columns.
+    void long_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
 };
 
 }  // namespace kiln::tiers::llvm_tier::gemm_detail

@@ -210,7 +210,7 @@ Value* OpEmitter::float_unary(UnaryOp op, Type t, Value* x) {
 Value* OpEmitter::sigmoid(Value* x, bool f32) {
     llvm::Type* ty = x->getType();
     Value* na = b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
-    Value* e = f32 ? exp_f32(na) : libm("exp", na);
+    Value* e = f32 ? exp_neg_f32(na) : libm("exp", na);
     Value* den = b_.CreateFAdd(fconst(ty, 1.0), e);
     // A true division: the divider runs beside the FMA pipes this code saturates (a
     // reciprocal estimate + Newton step measured 8% slower on the elementwise chain).

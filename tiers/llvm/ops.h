@@ -53,6 +53,8 @@ private:
     // ---- f32 polynomials (vmath.cpp) ----
     template <std::size_t N> llvm::Value* horner(const float (&c)[N], llvm::Value* x);
     llvm::Value* exp_f32(llvm::Value* x);
+    // exp(x) for x <= 0 (or NaN), results below the smallest normal flushed to 0 (sigmoid).
+    llvm::Value* exp_neg_f32(llvm::Value* x);
     llvm::Value* log_f32(llvm::Value* x);
     llvm::Value* tanh_f32(llvm::Value* x);
     llvm::Value* erf_f32(llvm::Value* x);
