@@ -2,7 +2,8 @@
 """Per-layer convolution times of Kiln beside ONNX Runtime's node profile, for one CNN.
 
 Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, 1 thread, profiling on) on a model for
---calls calls and takes each Conv node's median kernel time; then runs `kiln-run --steady
+--calls calls and takes each Conv node's median kernel time (plus that of an activation node
+right after it, such as the QuickGelu node ORT makes of a SiLU); then runs `kiln-run --steady
 --groups` --runs times (KILN_NUM_THREADS=1, KILN_CPU_ISA=--isa) and takes each conv group's
 best time per call over the runs (its mean over the steady calls, sampled every few calls). Both list their convolutions in execution order, one per
 ONNX Conv (ORT fuses Clip/Relu/Add into its Conv nodes, Kiln into its conv groups), so the
@@ -27,6 +28,9 @@ import sys
 import tempfile
 
 
+ACTIVATIONS = {"QuickGelu", "Sigmoid", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh"}
+
+
 def ort_convs(path, shape, calls):
     import numpy as np
     import onnxruntime as ort
@@ -47,7 +51,18 @@ def ort_convs(path, shape, calls):
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
             nodes.setdefault(e["name"][: -len("_kernel_time")], [e["args"].get("op_name"), []])[1].append(e["dur"])
-    return [(name, sorted(d)[len(d) // 2]) for name, (op, d) in nodes.items() if op == "Conv"]
+    # An activation node right after a Conv (ORT runs efficientnet's SiLU as a QuickGelu node
+    # of its own) counts with that Conv, as Kiln runs it in the conv's group.
+    convs = []
+    prev = None
+    for name, (op, d) in nodes.items():
+        t = sorted(d)[len(d) // 2]
+        if op == "Conv":
+            convs.append([name, t])
+        elif op in ACTIVATIONS and prev == "Conv":
+            convs[-1][1] += t
+        prev = op
+    return [tuple(c) for c in convs]
 
 
 def kiln_convs(kiln_run, path, shape, isa, runs):

@@ -283,6 +283,7 @@ private:
     struct GridStrip {
         Value *ab, *buf, *i0, *gs, *kh;
         Value *plane, *wq;  // elements of a phase plane, of a grid row
+        Value* pf = nullptr;  // A's rows to prefetch over the tile's depth loop (see grid())
     };
 
     // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR: one
