@@ -138,6 +138,10 @@ inline std::vector<ConvCase> cases() {
     // Large planes one at a time (gemm_conv.cpp, depthwise_planes()): two planes of 96 x 100
     // outputs, each in two calls of whole rows (81 rows, then 15), with SiLU.
     add([](ConvCase& c) { c.c = 2; c.o = 2; c.groups = 2; c.h = 96; c.w = 100; c.pad = {1, 1}; c.epi = 4; });
+    // 5 x 5 depthwise of stride 1 and padding 2 on few channels (src/cpu's band kernel):
+    // rows of 21 and 37, odd row counts, two samples.
+    add([](ConvCase& c) { c.c = 6; c.o = 6; c.groups = 6; c.h = 9; c.w = 21; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 7; c.w = 37; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.n = 2; });
     return v;
 }
 
