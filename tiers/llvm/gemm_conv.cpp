@@ -19,10 +19,13 @@ namespace kiln::tiers::llvm_tier::gemm_detail {
 constexpr std::int64_t kGridChunkBytes = 16 * 1024;
 constexpr std::int64_t kGridWholeBytes = 256 * 1024;
 // micro_grid(): the most taps of a bound filter row emitted one by one rather than looped
-// (a 3-tap loop's control cost a quarter of its 12 FMAs on AVX2; the short pipeline has no
-// unroll pass). The filter's rows stay a loop: a whole 3 x 3 filter in straight-line code
-// ran no faster and made resnet18's and squeezenet's tier-2 compiles ~5 ms slower (median,
-// AMD EPYC Zen 4).
+// with 256-bit vectors (a 3-tap loop's control cost a quarter of its 12 FMAs on AVX2; the
+// short pipeline has no unroll pass). The filter's rows stay a loop: a whole 3 x 3 filter in
+// straight-line code ran no faster and made resnet18's and squeezenet's tier-2 compiles ~5 ms
+// slower (median, AMD EPYC Zen 4). With 512-bit vectors a filter row's taps stay a loop too:
+// unrolled, LLVM's scheduler hoisted the row's 24 broadcasts of A above its FMAs and spilled
+// 14 of them (stride-2 3 x 3 of resnet18, 64 -> 128 at 56 x 56: 1.46 -> 1.18 ms; its 7 x 7
+// stem 2.75 -> 2.47 ms; stride 1 unchanged; 1 thread, AMD EPYC Zen 4).
 constexpr std::int64_t kUnrolledTaps = 25;
 
 void GemmGen::depthwise(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
@@ -393,7 +396,7 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
             Value* rowp = elem(pl, b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateSRem(iy, i64(sh)), i64(px)), st.plane),
                                                 b_.CreateMul(b_.CreateSDiv(iy, i64(sh)), st.wq)));
             Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
-            taps(im_kw_, "grid.j", kUnrolledTaps, [&](Value* j) {
+            taps(im_kw_, "grid.j", vw_ * es_ == 64 ? 1 : kUnrolledTaps, [&](Value* j) {
                 Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
                 Value* bptr = elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane), b_.CreateSDiv(jx, i64(sw))));
                 std::vector<Value*> bv(static_cast<std::size_t>(nv_));
