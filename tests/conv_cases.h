@@ -142,6 +142,11 @@ inline std::vector<ConvCase> cases() {
     // rows of 21 and 37, odd row counts, two samples.
     add([](ConvCase& c) { c.c = 6; c.o = 6; c.groups = 6; c.h = 9; c.w = 21; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.epi = 1; });
     add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 7; c.w = 37; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.n = 2; });
+    // One output pixel (squeeze-excite's 1x1 convs after a global pool; gemm.cpp, dots()):
+    // depths of 37 (whole vectors and a tail) and 7 (a tail alone), rows left beside the
+    // tiles, two samples, SiLU; f64.
+    add([](ConvCase& c) { c.c = 37; c.o = 21; c.h = 1; c.w = 1; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 7; c.o = 13; c.h = 1; c.w = 1; c.kh = 1; c.kw = 1; c.dt = DType::f64; c.epi = 2; });
     return v;
 }
 

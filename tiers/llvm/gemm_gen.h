@@ -250,6 +250,11 @@ private:
     // A 1x1 convolution of stride 1 without padding: its im2col matrix is the image itself
     // (input channel x pixels), so the output pixels of a batch entry form one run.
     Value* dense_conv();
+    // A dense 1x1 conv of one output pixel (squeeze-excite's convs after a global pool), a
+    // bound fact: each row of C is a dot product, run by dots() instead of register tiles
+    // that would fill one of their NR lanes.
+    bool one_pixel_dense();
+    void dots(Value* ab, Value* xb, Value* i0, Value* rows);
 
     // The grid's row length: ow, and the columns of the phase plane the last taps reach.
     Value* grid_pitch();
