@@ -10,12 +10,14 @@
 //   matmul  MxKxN: 1x784x1024 (a batch-1 dense layer), 4x, 8x and 61x784x1024 (a few rows,
 //                  and batches that leave rows beside the register tiles), 128x256x1024, 512x512x512,
 //                  128x768x3072 (a bert-base FFN layer at sequence length 128)
-//   conv2d        : resnet18's 64ch 56x56, 256ch 14x14 and 512ch 7x7 3x3 (pad 1), its stem
+//   conv2d        : resnet18's 64ch 56x56, 256ch 14x14 and 512ch 7x7 3x3 (pad 1), its
+//                  stride-2 3x3 (64 -> 128 at 56x56, 256 -> 512 at 14x14) and 1x1 downsample, its stem
 //                  (7x7 stride 2, 3 -> 64 channels, 224x224), squeezenet1_1's stem (3x3 stride 2,
 //                  a depth of 27), mobilenet_v2's 32ch 112x112 3x3
 //                  depthwise and 144ch 56x56 3x3 depthwise stride 2, and a 1x1 conv
 //                  (64 -> 256 channels, 56x56); mobilenet_v2's and efficientnet_b0's stems,
-//                  small-plane depthwise layers and 1x1 layers from 112x112 down to 7x7
+//                  small-plane depthwise layers and 1x1 layers from 112x112 down to 7x7,
+//                  efficientnet_b0's depthwise layers with SiLU (3x3 at 56x56, 5x5 at 28, 14, 7)
 // GFLOP/s counts 2 flops per multiply-add (bias and padding not counted). Set
 // KILN_NUM_THREADS=1 for single-core figures. --cold evicts the caches before each timed call
 // (single calls, median), as a model's layer finds them. Timing: after a warm-up call, repetitions of
