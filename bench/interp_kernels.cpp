@@ -198,6 +198,8 @@ int main(int argc, char** argv) {
     cases.push_back(conv_case("conv_mbv2_1x1_96to24c56", 96, 24, 56, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_effnet_1x1_80to480c14", 80, 480, 14, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_effnet_1x1_192to1152c7", 192, 1152, 7, 1, 1, 0, 1, dt));
+    cases.push_back(conv_case("conv_effnet_1x1_192to1152c7_silu", 192, 1152, 7, 1, 1, 0, 1, dt, true));
+    cases.push_back(conv_case("conv_effnet_1x1_80to480c14_silu", 80, 480, 14, 1, 1, 0, 1, dt, true));
     cases.push_back(conv_case("conv_squeezenet_1x1_512to1000c13", 512, 1000, 13, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_960to320c7", 960, 320, 7, 1, 1, 0, 1, dt));
     cases.push_back(conv_case("conv_mbv2_1x1_320to1280c7", 320, 1280, 7, 1, 1, 0, 1, dt));

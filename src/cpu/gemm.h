@@ -89,6 +89,8 @@ using DwPlanesFn = void (*)(const Im2colShape& g, const DwPlan& plan, std::int64
 struct PoolGeometry {
     std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
 };
+// Output rows per band of the max-pool kernel (simd_kernels.h, max_pool).
+inline constexpr std::int64_t kPoolBandRows = 8;
 template <class T> using MaxPoolFn = void (*)(const PoolGeometry& g, const T* x, T* out, T* scratch);
 
 template <class T> struct SimdKernels {

@@ -4,9 +4,9 @@
 namespace kiln::cpu {
 
 std::int64_t max_pool_scratch_elems(const PoolGeometry& g) {
-    // The covered row and the two vectors and one element the stride-2 loads read past it
-    // (simd_kernels.h, max_pool).
-    return (g.ow - 1) * g.sw + g.kw + 2 * kMaxLanes + 1;
+    // A band of rows, each the covered row and the two vectors and one element the stride-2
+    // loads read past it (simd_kernels.h, max_pool).
+    return kPoolBandRows * ((g.ow - 1) * g.sw + g.kw + 2 * kMaxLanes + 1);
 }
 
 template <class T> void max_pool_plane(CpuIsa isa, const PoolGeometry& g, const T* x, T* out, T* scratch) {
