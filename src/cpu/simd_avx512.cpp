@@ -60,9 +60,8 @@ struct Avx512F32 {
     }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_ps(first(n), v); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
-    static V maxnan(V a, V b) {  // a where a > b or a is NaN, else b (a NaN b stays)
-        const __mmask16 take_a = _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-        return _mm512_mask_mov_ps(b, take_a, a);
+    static V maxnan(V a, V b) {  // max_ps gives b when either is NaN (a NaN b stays); a NaN a is kept
+        return _mm512_mask_mov_ps(_mm512_mask_max_ps(b, 0xFFFF, a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
     }
     [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
         // (Unpacks and shuffles in their masked form, all lanes: GCC 12 warns that the plain
@@ -132,10 +131,7 @@ struct Avx512F64 {
     }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_pd(first(n), v); }
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
-    static V maxnan(V a, V b) {
-        const __mmask8 take_a = _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
-        return _mm512_mask_mov_pd(b, take_a, a);
-    }
+    static V maxnan(V a, V b) { return _mm512_mask_mov_pd(_mm512_mask_max_pd(b, 0xFF, a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a); }
     [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
         // t: lane L of t[2p + c] holds column 2L + c of rows 2p, 2p + 1; then the 128-bit
         // lanes gathered in two steps.

@@ -627,7 +627,8 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
 // The vertical rows of a band of kPoolBandRows output rows are made before their horizontal
 // maxima: a row's unaligned loads right after its stores waited on store forwarding (a load
 // spanning two recent stores), which made the kernel ~5x slower than its instruction count
-// (squeezenet's 64 x 111 x 111 pool, AMD EPYC Zen 4).
+// (squeezenet's 64 x 111 x 111 pool, AMD EPYC Zen 4). A row's first input row is copied, not
+// max'ed into a row of -inf.
 template <class S>
 void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out, typename S::T* scratch) {
     using T = typename S::T;
@@ -644,11 +645,23 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
         const I64 band_end = band + kPoolBandRows < g.oh ? band + kPoolBandRows : g.oh;
         for (I64 y = band; y < band_end; ++y) {
             T* row = scratch + (y - band) * pitch;
-            fill_n<S>(row, tw + 2 * W + 1, lowest);
             const I64 y0 = y * g.sh - g.ph;
             const I64 ya = y0 > 0 ? y0 : 0, yb = y0 + g.kh < g.h ? y0 + g.kh : g.h;
             T* r = row + g.pw;
-            for (I64 iy = ya; iy < yb && n > 0; ++iy) {
+            if (ya >= yb || n <= 0) {  // a window over no input row
+                fill_n<S>(row, tw + 2 * W + 1, lowest);
+                continue;
+            }
+            // The first input row copied, -inf beside it; the next ones max'ed in.
+            if (g.pw > 0) fill_n<S>(row, g.pw, lowest);
+            {
+                const T* src = x + ya * g.w;
+                I64 i = 0;
+                for (; i + W <= n; i += W) S::store(r + i, S::load(src + i));
+                if (i < n) S::store_n(r + i, S::load_n(src + i, n - i), n - i);
+                fill_n<S>(r + n, tw + 2 * W + 1 - g.pw - n, lowest);
+            }
+            for (I64 iy = ya + 1; iy < yb; ++iy) {
                 const T* src = x + iy * g.w;
                 I64 i = 0;
                 for (; i + W <= n; i += W) S::store(r + i, S::maxnan(S::load(src + i), S::load(r + i)));
