@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
     cases.push_back(matmul_case(512, 512, 512, dt));
     cases.push_back(matmul_case(128, 768, 3072, dt));
     cases.push_back(conv_case("conv_resnet18_64c56_3x3", 64, 64, 56, 3, 1, 1, 1, dt));
+    cases.push_back(conv_case("conv_resnet18_128c28_3x3", 128, 128, 28, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_256c14_3x3", 256, 256, 14, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_512c7_3x3", 512, 512, 7, 3, 1, 1, 1, dt));
     cases.push_back(conv_case("conv_resnet18_64to128c56_3x3s2", 64, 128, 56, 3, 2, 1, 1, dt));
