@@ -131,7 +131,9 @@ struct Avx512F64 {
     }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_pd(first(n), v); }
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
-    static V maxnan(V a, V b) { return _mm512_mask_mov_pd(_mm512_mask_max_pd(b, 0xFF, a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a); }
+    static V maxnan(V a, V b) {
+        return _mm512_mask_mov_pd(_mm512_mask_max_pd(b, 0xFF, a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
+    }
     [[gnu::always_inline]] static void transpose(V (&r)[W]) {  // r[i][j] -> r[j][i]
         // t: lane L of t[2p + c] holds column 2L + c of rows 2p, 2p + 1; then the 128-bit
         // lanes gathered in two steps.

@@ -225,51 +225,32 @@ bool GemmGen::one_pixel_dense() {
 
 void GemmGen::dots(Value* ab, Value* xb, Value* i0, Value* rows) {
     // C[r] = A[r, :] . x for MR rows at a time: whole vectors of the depth into MR vector
-    // accumulators (x's vector loaded once for all), the last k mod VW products as scalars,
-    // then each row's lanes summed (a tree: reassociated) into the stack tile's column 0 and
-    // the epilogue on that column.
-    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    // accumulators (grid()'s, which SROA keeps in registers; x's vector loaded once for all),
+    // the last k mod VW products as scalars, then each row's lanes summed (a tree:
+    // reassociated) into the stack tile's column 0 and the epilogue on that column.
+    const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
+    auto accp = [&](int r) {
+        return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, static_cast<std::uint64_t>(r));
+    };
     Value* whole = b_.CreateMul(b_.CreateSDiv(k_dim_, i64(vw_)), i64(vw_));
-    Value* zero = llvm::ConstantAggregateZero::get(vt_);
     loop(i64(0), rows, i64(mr_), "dot.ir", [&](Value* ir) {
         Value* left = smin(i64(mr_), b_.CreateSub(rows, ir));
         std::vector<Value*> arow(static_cast<std::size_t>(mr_));
         for (int r = 0; r < mr_; ++r) {  // leftover rows repeat the last one (not stored)
             Value* row = b_.CreateAdd(b_.CreateAdd(i0, ir), smin(i64(r), b_.CreateSub(left, i64(1))));
             arow[static_cast<std::size_t>(r)] = elem(ab, b_.CreateMul(row, k_dim_));
+            b_.CreateAlignedStore(llvm::ConstantAggregateZero::get(vt_), accp(r), va);
         }
-        auto* pre = b_.GetInsertBlock();
-        auto* head = block_named("dot.k");
-        auto* exit = block_named("dot.k.exit");
-        b_.CreateCondBr(b_.CreateICmpSGT(whole, i64(0)), head, exit);
-        b_.SetInsertPoint(head);
-        auto* k = b_.CreatePHI(b_.getInt64Ty(), 2);
-        k->addIncoming(i64(0), pre);
-        std::vector<llvm::PHINode*> acc;
+        loop(i64(0), whole, i64(vw_), "dot.k", [&](Value* k) {
+            Value* xv = b_.CreateAlignedLoad(vt_, elem(xb, k), ea);
+            for (int r = 0; r < mr_; ++r) {
+                Value* av = b_.CreateAlignedLoad(vt_, elem(arow[static_cast<std::size_t>(r)], k), ea);
+                Value* acc = b_.CreateAlignedLoad(vt_, accp(r), va);
+                b_.CreateAlignedStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {av, xv, acc}), accp(r), va);
+            }
+        }, true);
         for (int r = 0; r < mr_; ++r) {
-            acc.push_back(b_.CreatePHI(vt_, 2));
-            acc.back()->addIncoming(zero, pre);
-        }
-        Value* xv = b_.CreateAlignedLoad(vt_, elem(xb, k), ea);
-        std::vector<Value*> next;
-        for (int r = 0; r < mr_; ++r) {
-            Value* av = b_.CreateAlignedLoad(vt_, elem(arow[static_cast<std::size_t>(r)], k), ea);
-            next.push_back(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {av, xv, acc[static_cast<std::size_t>(r)]}));
-        }
-        Value* kn = b_.CreateAdd(k, i64(vw_));
-        auto* body_end = b_.GetInsertBlock();
-        k->addIncoming(kn, body_end);
-        for (int r = 0; r < mr_; ++r) acc[static_cast<std::size_t>(r)]->addIncoming(next[static_cast<std::size_t>(r)], body_end);
-        b_.CreateCondBr(b_.CreateICmpSLT(kn, whole), head, exit);
-        b_.SetInsertPoint(exit);
-        std::vector<llvm::PHINode*> done;  // (the block's phis first)
-        for (int r = 0; r < mr_; ++r) {
-            done.push_back(b_.CreatePHI(vt_, 2));
-            done.back()->addIncoming(zero, pre);
-            done.back()->addIncoming(next[static_cast<std::size_t>(r)], body_end);
-        }
-        for (int r = 0; r < mr_; ++r) {
-            auto* sum = b_.CreateFAddReduce(llvm::ConstantFP::get(t_, 0.0), done[static_cast<std::size_t>(r)]);
+            auto* sum = b_.CreateFAddReduce(llvm::ConstantFP::get(t_, 0.0), b_.CreateAlignedLoad(vt_, accp(r), va));
             llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
             b_.CreateAlignedStore(sum, elem(tile_, i64(r * nr_)), ea);
         }
@@ -279,7 +260,8 @@ void GemmGen::dots(Value* ab, Value* xb, Value* i0, Value* rows) {
             for (int r = 0; r < mr_; ++r) {
                 Value* p = elem(tile_, i64(r * nr_));
                 Value* a = b_.CreateAlignedLoad(t_, elem(arow[static_cast<std::size_t>(r)], kk), ea);
-                b_.CreateAlignedStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t_}, {a, xs, b_.CreateAlignedLoad(t_, p, ea)}), p, ea);
+                Value* sum = b_.CreateAlignedLoad(t_, p, ea);
+                b_.CreateAlignedStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t_}, {a, xs, sum}), p, ea);
             }
         }, true);
         epilogue(tile_, nr_, b_.CreateAdd(i0, ir), left, i64(0), i64(1));
