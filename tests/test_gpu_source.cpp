@@ -87,11 +87,70 @@ TEST_CASE("gpu source: the same kernel prints the same bytes; names and dialects
     CHECK(gpu::print_source(k2, {}, gpu::Dialect::cuda).entry != a.entry);
 }
 
+TEST_CASE("gpu source: elementwise kernels take the vector form, others do not") {
+    using namespace kir;
+    // y = x * w + x over f32 buffers at the outer index: 128-bit loads of x and w, stores of y.
+    Kernel k;
+    k.name = "axpy";
+    k.buffers = {{"x", DType::f32, false}, {"w", DType::f32, false}, {"y", DType::f32, true}};
+    k.params = {"n"};
+    k.param_sources = {{0, 0}};
+    k.extent = param(0);
+    const ExprRef x = load(0, Type::f32, outer());
+    k.body = {store(2, outer(), binary(BinaryOp::add, binary(BinaryOp::mul, x, load(1, Type::f32, outer())), x))};
+    const gpu::GpuSource v = gpu::print_source(k, {}, gpu::Dialect::cuda);
+    REQUIRE(v.ok);
+    CHECK(v.per_thread == 4);
+    CHECK(count(v.code, "((const float4*)b0)[q]") == 1);
+    CHECK(count(v.code, "((const float4*)b1)[q]") == 1);
+    CHECK(count(v.code, "((float4*)b2)[q] = vs2;") == 1);
+    CHECK(count(v.code, "vs2.w = ") == 1);
+    // The alignment of every vector buffer is checked when the kernel runs.
+    CHECK(v.code.find("((unsigned long long)b0 | (unsigned long long)b1 | (unsigned long long)b2) & 15ULL") != std::string::npos);
+    CHECK(gpu::print_source(k, {}, gpu::Dialect::hip).per_thread == 4);
+
+    // w read at another index (a broadcast): x and y stay vectors, w is read per item.
+    Kernel b = k;
+    b.body = {store(2, outer(), binary(BinaryOp::mul, x, load(1, Type::f32, index_const(0))))};
+    const gpu::GpuSource bs = gpu::print_source(b, {}, gpu::Dialect::cuda);
+    REQUIRE(bs.ok);
+    CHECK(bs.per_thread == 4);
+    CHECK(count(bs.code, "float4*)b1") == 0);
+    CHECK(count(bs.code, "b1[0LL]") + count(bs.code, "b1[(0LL)]") == 5);
+
+    // f16 buffers are not vectorised; a kernel touching only those prints one item a thread.
+    Kernel h = k;
+    for (auto& buf : h.buffers) buf.dtype = DType::f16;
+    CHECK(gpu::print_source(h, {}, gpu::Dialect::cuda).per_thread == 1);
+
+    // A loop in the body, or a temporary read before it is assigned: one item a thread.
+    Kernel l = k;
+    l.num_vars = 1;
+    l.body = {loop(0, index_const(0), index_const(3), {store(2, outer(), x)})};
+    CHECK(gpu::print_source(l, {}, gpu::Dialect::cuda).per_thread == 1);
+    Kernel t = k;
+    t.temps = {Type::f32};
+    t.body = {store(2, outer(), temp(0, Type::f32)), assign(0, x)};
+    CHECK(gpu::print_source(t, {}, gpu::Dialect::cuda).per_thread == 1);
+    // A buffer also stored at another index is stored per item; the others stay vectors.
+    Kernel sc = k;
+    sc.body = {store(2, outer(), x), store(2, index_const(0), x)};
+    const gpu::GpuSource ss = gpu::print_source(sc, {}, gpu::Dialect::cuda);
+    REQUIRE(ss.ok);
+    CHECK(ss.per_thread == 4);
+    CHECK(count(ss.code, "float4*)b2") == 0);
+    CHECK(count(ss.code, "((const float4*)b0)[q]") == 1);
+    compile_items("vector forms", {{"axpy", k, {}}, {"broadcast", b, {}}, {"scatter", sc, {}}});
+}
+
 TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from the arguments") {
     const kir::Kernel k = strided_kernel();
     const gpu::GpuSource free = gpu::print_source(k, {}, gpu::Dialect::cuda);
     REQUIRE(free.ok);
-    CHECK(count(free.code, "a.param[1]") == 1);
+    // Read in each of the five copies of the body: the vector form's four lanes (its store
+    // is at the outer index) and the one-item loop.
+    CHECK(free.per_thread == 4);
+    CHECK(count(free.code, "a.param[1]") == 5);
     kir::Specialization s;
     s.params = {std::nullopt, std::int64_t{12345}};
     const gpu::GpuSource bound = gpu::print_source(k, s, gpu::Dialect::cuda);

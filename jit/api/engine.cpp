@@ -108,7 +108,7 @@ jit::DeviceTierManager& FunctionImpl::on_device(Device d) {
     if (devices.size() <= i) devices.resize(i + 1);
     if (!devices[i])
         devices[i] = std::make_unique<jit::DeviceTierManager>(exe, d, resources.gpu->get(d), tunables, resources.queue,
-                                                              resources.disk, resources.trace);
+                                                              resources.disk, resources.trace, resources.gpu->cache(d));
     return *devices[i];
 }
 
@@ -209,6 +209,7 @@ FunctionStats FunctionImpl::stats() const {
             for (const auto& v : gc.code.load()->versions) s.groups[g].gpu_tier = std::max(s.groups[g].gpu_tier, v.tier);
             s.groups[g].gpu_compiled_calls += gc.compiled_calls.load(std::memory_order_relaxed);
             s.gpu_launch_failures += gc.launch_failures.load(std::memory_order_relaxed);
+            s.evictions += gc.evictions.load(std::memory_order_relaxed);
         }
         for (std::size_t b = 1; b < dc.bailouts.size(); ++b)
             if (auto n = dc.bailouts[b].load(std::memory_order_relaxed))
@@ -272,7 +273,7 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     resources.tier2 = jit::make_tier2(settings);
     resources.cache = std::make_shared<jit::CodeCache>(settings.code_cache_bytes);
     resources.costs = std::make_shared<jit::CostModel>();
-    if (options.device != "cpu") resources.gpu = std::make_shared<jit::GpuTiers>(settings.jit);
+    if (options.device != "cpu") resources.gpu = std::make_shared<jit::GpuTiers>(settings.jit, settings.code_cache_bytes);
     // KILN_CACHE_DIR serves the tiers that can persist code (tier 2 on the CPU); the directory
     // is checked (and created) whenever it is set, so an unsafe one is reported in any build.
     if (!settings.cache_dir.empty()) resources.disk = jit::DiskCache::open(settings.cache_dir);
@@ -394,12 +395,14 @@ EngineStats Engine::stats() const {
         detail::accumulate(e, s, true);
     }
     const jit::CodeCacheStats cs = impl_->resources.cache->stats();
-    e.code_cache_bytes = cs.bytes;
+    const jit::CodeCacheStats gs = impl_->resources.gpu ? impl_->resources.gpu->cache_stats() : jit::CodeCacheStats{};
+    e.code_cache_bytes = cs.bytes + gs.bytes;  // the CPU tiers' code and every device's
     e.code_cache_limit_bytes = cs.limit_bytes;
-    e.code_cache_entries = cs.entries;
-    e.code_cache_hits = cs.hits;
-    e.code_cache_misses = cs.misses;
-    e.code_cache_evictions = cs.evictions;
+    e.code_cache_entries = cs.entries + gs.entries;
+    e.code_cache_hits = cs.hits + gs.hits;
+    e.code_cache_misses = cs.misses + gs.misses;
+    e.code_cache_evictions = cs.evictions + gs.evictions;
+    e.gpu_code_cache_bytes = gs.bytes;
     if (core::cuda::driver_status().available)  // the caching allocators are process-wide
         for (int d = 0; d < core::cuda::driver_status().device_count; ++d) {
             const core::DevicePoolStats ps = core::cuda::pool_stats(d);

@@ -7,9 +7,9 @@ namespace kiln::jit {
 CodeCache::CodeCache(std::size_t limit_bytes) : limit_(limit_bytes) {}
 
 namespace {
-void add_user(CodeEntry& e, const std::shared_ptr<GroupRuntime>& user) {
+void add_user(CodeEntry& e, const std::shared_ptr<CodeUser>& user) {
     // Drop expired users while here, so the list stays as long as the groups alive.
-    std::erase_if(e.users, [](const std::weak_ptr<GroupRuntime>& w) { return w.expired(); });
+    std::erase_if(e.users, [](const std::weak_ptr<CodeUser>& w) { return w.expired(); });
     for (const auto& w : e.users)
         if (w.lock() == user) return;
     e.users.push_back(user);
@@ -21,7 +21,7 @@ bool CodeCache::contains(const std::string& key) const {
     return map_.count(key) != 0 || claimed_.count(key) != 0;
 }
 
-std::shared_ptr<CodeEntry> CodeCache::find(const std::string& key, const std::shared_ptr<GroupRuntime>& user) {
+std::shared_ptr<CodeEntry> CodeCache::find(const std::string& key, const std::shared_ptr<CodeUser>& user) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it == map_.end()) {
@@ -34,7 +34,7 @@ std::shared_ptr<CodeEntry> CodeCache::find(const std::string& key, const std::sh
     return it->second;
 }
 
-std::shared_ptr<CodeEntry> CodeCache::find_or_claim(const std::string& key, const std::shared_ptr<GroupRuntime>& user) {
+std::shared_ptr<CodeEntry> CodeCache::find_or_claim(const std::string& key, const std::shared_ptr<CodeUser>& user) {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         if (auto it = map_.find(key); it != map_.end()) {
@@ -60,7 +60,7 @@ void CodeCache::release(const std::string& key) {
 }
 
 std::shared_ptr<CodeEntry> CodeCache::insert(const std::string& key, std::shared_ptr<const tiers::CompiledKernel> code,
-                                             int tier, const std::shared_ptr<GroupRuntime>& user,
+                                             int tier, const std::shared_ptr<CodeUser>& user,
                                              std::vector<Evicted>* evicted) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = map_.find(key); it != map_.end()) {  // another compile of the same code won

@@ -30,7 +30,14 @@
 
 namespace kiln::jit {
 
-class GroupRuntime;
+// What publishes an entry's code: a group of a function on the CPU (jit/exec/group_runtime.h)
+// or on a device (jit/exec/run_device.h: DeviceGroupCode). Each cache holds one kind: the
+// CPU tiers' cache groups, a device's cache device groups; whoever admits code takes the
+// evicted entries out of their users (jit/tiering/tier_manager.h, device_tiering.h).
+class CodeUser {
+public:
+    virtual ~CodeUser() = default;
+};
 
 struct CodeEntry {
     std::string key;
@@ -43,7 +50,7 @@ struct CodeEntry {
     // False once evicted (set under the cache's lock; read by publishers under their group's
     // lock, so that code evicted between its lookup and its publication is not published).
     std::atomic<bool> resident{true};
-    std::vector<std::weak_ptr<GroupRuntime>> users;   // groups that published it (cache lock)
+    std::vector<std::weak_ptr<CodeUser>> users;       // groups that published it (cache lock)
 
     void touch() {
         const std::uint64_t now = clock->load(std::memory_order_relaxed);
@@ -59,7 +66,7 @@ struct CodeCacheStats {
 // An entry taken out of the cache, with the groups that may still hold it.
 struct Evicted {
     std::shared_ptr<CodeEntry> entry;
-    std::vector<std::weak_ptr<GroupRuntime>> users;
+    std::vector<std::weak_ptr<CodeUser>> users;
 };
 
 class CodeCache {
@@ -69,13 +76,13 @@ public:
     CodeCache& operator=(const CodeCache&) = delete;
 
     // The resident entry for `key`, recording `user` (counted as a hit), or null (a miss).
-    std::shared_ptr<CodeEntry> find(const std::string& key, const std::shared_ptr<GroupRuntime>& user);
+    std::shared_ptr<CodeEntry> find(const std::string& key, const std::shared_ptr<CodeUser>& user);
     // find() for a caller about to make the code: while another caller has claimed `key`
     // (its compile is in flight), waits for it to end. Returns the resident entry (a hit),
     // or null with `key` claimed by this caller (a miss), who then makes the code, inserts
     // it if it can and calls release(key) in any case. So two groups that need the same code
     // at once compile it once.
-    std::shared_ptr<CodeEntry> find_or_claim(const std::string& key, const std::shared_ptr<GroupRuntime>& user);
+    std::shared_ptr<CodeEntry> find_or_claim(const std::string& key, const std::shared_ptr<CodeUser>& user);
     void release(const std::string& key);
     // Whether code for `key` is resident or being made (nothing counted, nothing touched).
     bool contains(const std::string& key) const;
@@ -83,7 +90,7 @@ public:
     // the key first, returns that entry instead (the new code is dropped). Entries evicted
     // to make room are appended to `evicted`.
     std::shared_ptr<CodeEntry> insert(const std::string& key, std::shared_ptr<const tiers::CompiledKernel> code, int tier,
-                                      const std::shared_ptr<GroupRuntime>& user, std::vector<Evicted>* evicted);
+                                      const std::shared_ptr<CodeUser>& user, std::vector<Evicted>* evicted);
     CodeCacheStats stats() const;
 
 private:

@@ -50,7 +50,7 @@ const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* p
 // The tier-up policy's state of one group (defined by jit/tiering/tier_manager.h).
 struct TierUpState;
 
-class GroupRuntime : public std::enable_shared_from_this<GroupRuntime> {
+class GroupRuntime : public CodeUser, public std::enable_shared_from_this<GroupRuntime> {
 public:
     GroupRuntime(std::size_t index, passes::Group group, std::optional<kir::Kernel> kernel, std::string lower_failure,
                  std::shared_ptr<const tiers::CompiledKernel> interpreted);

@@ -11,7 +11,7 @@
 namespace kiln::jit {
 
 DeviceState::DeviceState(Device d, std::size_t n) : device(d) {
-    for (std::size_t i = 0; i < n; ++i) groups.push_back(std::make_unique<DeviceGroupCode>());
+    for (std::size_t i = 0; i < n; ++i) groups.push_back(std::make_shared<DeviceGroupCode>());
 }
 
 namespace {
@@ -111,6 +111,7 @@ bool DeviceCall::run_compiled(GroupRuntime& gr, DeviceGroupCode& code, int* tier
         return false;
     }
     if (v->tier < set->versions.front().tier) guard_failed(v->tier);  // a specialisation existed, but its guard failed
+    if (v->entry) v->entry->touch();  // recency for the code cache's bound
     buffers_.clear();
     for (auto in : g.inputs) buffers_.push_back(device_value(static_cast<std::size_t>(in)).data());
     // The outputs, written by the kernel (after a refused launch, tier 0 replaces them).

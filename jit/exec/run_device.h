@@ -11,6 +11,7 @@
 // instead (the kernel wrote nothing), is counted, and after repeated failures the group is
 // blacklisted from device code. An error the stream reports at the end of the call throws
 // kiln::Error (never a wrong answer).
+#include "jit/exec/code_cache.h"
 #include "jit/exec/guard.h"
 #include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
@@ -30,6 +31,7 @@ namespace kiln::jit {
 struct DeviceVersion {
     Guard guard;  // the params the code binds
     std::shared_ptr<const tiers::CompiledKernel> code;
+    std::shared_ptr<CodeEntry> entry;  // its place in the device's code cache (jit/exec/code_cache.h)
     int tier = 1;  // 1: generic (no param bound), 2: specialised
 };
 
@@ -38,17 +40,27 @@ struct DeviceCodeSet {
     std::vector<DeviceVersion> versions;
 };
 
-struct DeviceGroupCode {
+struct DeviceGroupCode final : CodeUser {
     std::atomic<std::shared_ptr<const DeviceCodeSet>> code{std::make_shared<const DeviceCodeSet>()};
     std::atomic<std::uint64_t> calls{0}, compiled_calls{0}, launch_failures{0}, guard_failures{0}, deopts{0};
+    std::atomic<std::uint64_t> evictions{0};  // versions the device's code cache took out
     std::atomic<bool> blacklisted{false};
+    // `code` is replaced under this lock: by the function's compiles, and by any compile on
+    // the device whose code evicts this group's (jit/tiering/device_tiering.h).
+    std::mutex publish_mu;
+    // What the code cache took out since the tier-up policy last looked (publish_mu): the
+    // generic version, the signatures of specialisations. The policy requests them again
+    // after another threshold of calls.
+    std::atomic<bool> has_evicted{false};
+    bool generic_evicted = false;
+    std::vector<std::vector<std::int64_t>> evicted_signatures;
 };
 
 // A function's state on one device.
 struct DeviceState {
     explicit DeviceState(Device d, std::size_t groups);
     const Device device;
-    std::vector<std::unique_ptr<DeviceGroupCode>> groups;  // per group of the partition
+    std::vector<std::shared_ptr<DeviceGroupCode>> groups;  // per group of the partition
     std::atomic<std::uint64_t> launches{0};
     std::mutex constants_mu;
     std::vector<Tensor> constants;  // per value id: the constant uploaded (undefined: not yet)

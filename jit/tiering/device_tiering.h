@@ -10,11 +10,17 @@
 //   - a group the printer cannot express, or with max_failures failed compiles or
 //     kMaxLaunchFailures refused launches, stays on tier 0 (blacklisted).
 // Compiles run on the engine's compile queue (or on the calling thread when async_compile
-// is off); calls keep running the code already published. With KILN_CACHE_DIR, a kernel's
+// is off); calls keep running the code already published. Device code lives in the
+// device's code cache (jit/exec/code_cache.h; one per device, bounded like the CPU tiers'
+// by KILN_CODE_CACHE_BYTES, least recently run first out): a group whose kernel IR and
+// bound params another group of the engine already compiled on the device shares that code;
+// code evicted leaves every group that published it, which runs other versions or tier 0
+// and requests it again after another threshold of calls. With KILN_CACHE_DIR, a kernel's
 // cubin is looked up there first (keyed like the CPU tiers' code: the GPU tier's
 // fingerprint, with NVRTC's version and build banner, the architecture, the driver and the
 // printer's revision; the normalised kernel IR; the bound params; Kiln's version) and
 // stored there after a compile.
+#include "jit/exec/code_cache.h"
 #include "jit/exec/run_device.h"
 #include "jit/tiering/compile_queue.h"
 #include "jit/tiering/disk_cache.h"
@@ -34,15 +40,30 @@ namespace kiln::jit {
 // JIT off, or where NVRTC is missing, there is none and device calls run on tier 0.
 class GpuTiers {
 public:
-    explicit GpuTiers(bool jit) : jit_(jit) {}
+    // `code_cache_bytes`: the bound of each device's code cache (0: none).
+    GpuTiers(bool jit, std::size_t code_cache_bytes) : jit_(jit), cache_bytes_(code_cache_bytes) {}
     std::shared_ptr<tiers::Tier> get(Device d);
+    // The code cache of device `d` (made on first use).
+    std::shared_ptr<CodeCache> cache(Device d);
+    // Every device cache's counters, summed (bytes, entries, hits, misses, evictions).
+    CodeCacheStats cache_stats() const;
 
 private:
     const bool jit_;
-    std::mutex mu_;
+    const std::size_t cache_bytes_;
+    mutable std::mutex mu_;
     std::vector<std::shared_ptr<tiers::Tier>> tiers_;
     std::vector<bool> tried_;
+    std::vector<std::shared_ptr<CodeCache>> caches_;
 };
+
+// Publishes version `v` of a group (specialisations first, more bound params first, the
+// generic version last), unless the code cache evicted its entry meanwhile (then false).
+bool publish_device_version(DeviceGroupCode& code, DeviceVersion v);
+// Takes evicted device code out of the groups that published it and records what went
+// (DeviceGroupCode::evicted_signatures) for their tier-up policy. Call it holding no
+// policy lock.
+void drop_device_code(std::vector<Evicted>& evicted);
 
 struct DeviceTierCounters {
     std::atomic<std::uint64_t> compiles{0}, compile_failures{0}, compile_us{0};
@@ -56,7 +77,8 @@ public:
     // `disk` (may be null): KILN_CACHE_DIR, where cubins persist across processes.
     DeviceTierManager(std::shared_ptr<const Executable> exe, Device device, std::shared_ptr<tiers::Tier> tier,
                       const Tunables& tunables, std::shared_ptr<CompileQueue> queue,
-                      std::shared_ptr<DiskCache> disk = nullptr, std::shared_ptr<profiling::ChromeTrace> trace = nullptr);
+                      std::shared_ptr<DiskCache> disk = nullptr, std::shared_ptr<profiling::ChromeTrace> trace = nullptr,
+                      std::shared_ptr<CodeCache> cache = nullptr);
     ~DeviceTierManager() override;
     DeviceTierManager(const DeviceTierManager&) = delete;
     DeviceTierManager& operator=(const DeviceTierManager&) = delete;
@@ -74,11 +96,14 @@ public:
 private:
     struct GroupPolicy {
         bool generic_requested = false;
+        std::uint64_t calls_base = 0;  // the group's calls when the generic version was last evicted
         std::map<std::vector<std::int64_t>, std::uint64_t> signature_calls;
         int specializations = 0;  // requested
         int failures = 0;
     };
     void request(std::size_t group, kir::Specialization spec, int tier);
+    // Applies the code cache's evictions of `code` to its policy (mu_ held).
+    void take_evictions(DeviceGroupCode& code, GroupPolicy& p);
     void compile(std::size_t group, const kir::Specialization& spec, int tier);
 
     std::shared_ptr<const Executable> exe_;
@@ -88,6 +113,7 @@ private:
     std::shared_ptr<CompileQueue::Ticket> ticket_;
     std::shared_ptr<DiskCache> disk_;
     std::shared_ptr<profiling::ChromeTrace> trace_;  // KILN_TRACE: compiles are recorded there
+    std::shared_ptr<CodeCache> cache_;               // the device's code cache
     DeviceState state_;
     DeviceTierCounters counters_;
     mutable std::mutex mu_;  // policies_, times_

@@ -62,7 +62,7 @@ void TierManager::drop(std::vector<Evicted>& evicted) {
     for (Evicted& ev : evicted) {
         const CodeEntry* e = ev.entry.get();
         for (const auto& w : ev.users) {
-            std::shared_ptr<GroupRuntime> gr = w.lock();
+            std::shared_ptr<GroupRuntime> gr = std::dynamic_pointer_cast<GroupRuntime>(w.lock());
             if (!gr) continue;
             TierUpState& st = *gr->tierup;
             std::lock_guard<std::mutex> lock(st.mu);

@@ -8,6 +8,8 @@
 //   threads          8 threads calling one function with random shapes on cuda:0
 //   out of memory    a small KILN_GPU_MEMORY_BYTES: bad_alloc, counted, and the call after it works
 //   launch failure   an injected failed launch: the group runs on tier 0, the answer is right
+//   vector form      elementwise kernels on aligned and unaligned inputs of every length remainder
+//   code cache       a bound of one kernel: device code evicted and compiled again, answers right
 //
 // Run on a GPU machine: `kiln_gpu_tests` (the results of each run are kept in
 // tests/gpu/results/).
@@ -342,4 +344,64 @@ TEST_CASE("an injected launch failure runs the group on tier 0 with the right an
     // the kernel contracts x * 3 - 1 into one FMA).
     CHECK(diff::compare(f({xd})[0].to(Device::cpu()), want, 1.0).empty());
     CHECK(f.stats().gpu_launches > 1);
+}
+
+// The vector form of elementwise kernels (tiers/gpu/print_cuda.cpp): four items a thread
+// with 128-bit loads and stores when every buffer it vectorises is 16-byte aligned, one item
+// a thread otherwise and for the last n % 4. Inputs that start 1, 2 and 3 floats into an
+// allocation (unaligned views) and lengths around multiples of 4 and of the grid.
+TEST_CASE("vector form: aligned and unaligned inputs, every length remainder") {
+    if (!have_gpu()) return;
+    Graph g = trace("chain", {arg("a", DType::f32, {dyn("n")}), arg("b", DType::f32, {dyn("n")})},
+                    [](const std::vector<Var>& v) -> std::vector<Var> { return {gelu(v[0] * v[1] + v[0], true) * sigmoid(v[1])}; });
+    Engine ref(diff::interpreter_options()), gpu(gpu_options());
+    Function fr = ref.load(g), fg = gpu.load(g);
+    int checked = 0;
+    for (std::int64_t n : {1, 3, 4, 5, 8, 1023, 1024, 1025, 1 << 20, (1 << 20) + 3}) {
+        for (std::int64_t offset : {0, 1, 2, 3}) {
+            CAPTURE(n);
+            CAPTURE(offset);
+            Tensor a = Tensor::randn({n + 3}, 40 + n), b = Tensor::randn({n + 3}, 41 + n);
+            Tensor ad = a.to(Device::cuda(0)).slice(0, offset, offset + n), bd = b.to(Device::cuda(0)).slice(0, 3 - offset, 3 - offset + n);
+            const Tensor want = fr({a.slice(0, offset, offset + n).contiguous(), b.slice(0, 3 - offset, 3 - offset + n).contiguous()})[0];
+            for (int rep = 0; rep < 3; ++rep) {
+                CHECK(diff::compare(fg({ad, bd})[0].to(Device::cpu()), want, 4.0).empty());
+                ++checked;
+            }
+        }
+    }
+    const FunctionStats s = fg.stats();
+    std::cout << "vector form: " << checked << " calls, tier 0/1/2 " << s.calls_by_tier[0] << "/" << s.calls_by_tier[1] << "/"
+              << s.calls_by_tier[2] << "\n";
+    CHECK(s.calls_by_tier[2] > 0);
+}
+
+// Device code in the engine's code cache: a bound of one byte keeps one kernel at a time, so
+// every compile evicts the kernel before it; the transformer block's groups keep taking each
+// other's code out, run tier 0 or other versions meanwhile, and every answer stays right.
+TEST_CASE("code cache: a bound of one kernel evicts device code, and the calls stay right") {
+    if (!have_gpu()) return;
+    kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    Options o = gpu_options();
+    o.code_cache_bytes = 1;
+    Engine ref(diff::interpreter_options()), gpu(o);
+    Function fr = ref.load(tb.graph), fg = gpu.load(tb.graph);
+    for (std::int64_t seq : {1, 17, 64}) {
+        Tensor x = Tensor::randn({1, seq, 256}, 200 + seq);
+        const Tensor want = fr({x})[0];
+        for (int rep = 0; rep < 4; ++rep)
+            CHECK_MESSAGE(diff::compare(fg({x.to(Device::cuda(0))})[0].to(Device::cpu()), want, 10.0).empty(),
+                          "seq " << seq << " rep " << rep);
+    }
+    const EngineStats es = gpu.stats();
+    const FunctionStats s = fg.stats();
+    std::cout << "code cache: " << s.gpu_compiles << " compiles, " << s.evictions << " versions evicted, "
+              << es.code_cache_evictions << " entries evicted, " << es.code_cache_entries << " held ("
+              << es.gpu_code_cache_bytes << " bytes)\n";
+    CHECK(s.gpu_compiles > 1);
+    CHECK(es.code_cache_evictions > 0);
+    CHECK(s.evictions > 0);
+    CHECK(es.code_cache_entries == 1);
+    CHECK(es.gpu_code_cache_bytes == es.code_cache_bytes);
+    CHECK(es.gpu_code_cache_bytes > 0);
 }

@@ -28,6 +28,7 @@ struct GpuSource {
     std::string entry;    // the kernel's name (extern "C")
     int block = 256;      // threads per block the code was written for (__launch_bounds__)
     kir::ExprRef work;    // an index expression of the params: the items the grid-stride loop covers
+    int per_thread = 1;   // items a thread takes at a time (the launch needs work / per_thread threads)
     int num_buffers = 0;  // the ABI's array sizes (see above), as printed
     int num_params = 0;
 };

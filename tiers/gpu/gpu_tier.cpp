@@ -20,7 +20,7 @@ std::atomic<int> g_fail_launches{0};
 
 // Part of the fingerprint: bump it when the printer's output changes for the same kernel IR,
 // so that cubins persisted by an older printer are not loaded.
-constexpr int kPrinterRevision = 1;
+constexpr int kPrinterRevision = 2;
 
 // The source with line numbers, for compile-error logs.
 std::string numbered(const std::string& code) {
@@ -35,7 +35,7 @@ class GpuKernel final : public CompiledKernel {
 public:
     GpuKernel(int ordinal, core::cuda::CUmodule module, core::cuda::CUfunction fn, const GpuSource& src,
               std::size_t bytes, int sm_count)
-        : ordinal_(ordinal), module_(module), fn_(fn), work_(src.work), block_(src.block),
+        : ordinal_(ordinal), module_(module), fn_(fn), work_(src.work), block_(src.block), per_thread_(std::max(src.per_thread, 1)),
           num_buffers_(src.num_buffers), num_params_(src.num_params), bytes_(bytes), sm_count_(sm_count) {}
     ~GpuKernel() override {
         try {
@@ -68,7 +68,8 @@ public:
         for (int i = 0; i < num_params_; ++i) p[nb + static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(a.params[i]);
         p[nb + np] = static_cast<std::uint64_t>(work);
         // Enough blocks to fill every multiprocessor several times; the grid-stride loop covers the rest.
-        const std::int64_t blocks = std::clamp<std::int64_t>((work + block_ - 1) / block_, 1,
+        const std::int64_t threads = (work + per_thread_ - 1) / per_thread_;
+        const std::int64_t blocks = std::clamp<std::int64_t>((threads + block_ - 1) / block_, 1,
                                                              static_cast<std::int64_t>(sm_count_) * 32);
         void* params[] = {p};
         core::cuda::bind(ordinal_);
@@ -83,7 +84,7 @@ private:
     core::cuda::CUmodule module_;
     core::cuda::CUfunction fn_;
     kir::ExprRef work_;
-    int block_, num_buffers_, num_params_;
+    int block_, per_thread_, num_buffers_, num_params_;
     std::size_t bytes_;
     int sm_count_;
 };

@@ -1,6 +1,9 @@
 // The GPU source printer (gpu_source.h): the kernel's frame (the KilnArgs struct, the entry,
-// the typed buffer pointers, the grid-stride loop) around one of two forms:
+// the typed buffer pointers, the grid-stride loop) around one of its forms:
 // - generic: one item per outer index, running the kernel's body (every kernel kind);
+// - vector: the generic form four items at a time, with 128-bit loads and stores of the
+//   buffers read or written at the outer index (elementwise kernels);
+// - warp per row (print_rows.cpp) and the tiled matmul (below);
 // - matmul (a MatmulHint without im2col): one item per output element, the dot product
 //   over k in the accumulator's type and then the hint's epilogue. The generic form's outer
 //   index is a block of up to limits::matmul_row_block rows: far too coarse for a GPU.
@@ -14,6 +17,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <set>
 
 namespace kiln::tiers::gpu {
 namespace {
@@ -53,6 +57,100 @@ std::size_t print_generic(Printer& p, GpuSource& src) {
     if (!k.extent) throw Unsupported{"the kernel has no extent"};
     src.work = k.extent;
     const std::size_t at = open_items(p, "outer");
+    p.stmts(k.body);
+    p.close();
+    return at;
+}
+
+// The buffers the vector form reads and writes 128 bits at a time: f32 and i32 buffers
+// indexed by exactly the outer index (for a buffer stored to, at every store).
+struct VectorPlan {
+    std::set<int> loads, stores;
+};
+
+// Whether kernel k takes the vector form: its body is straight-line stores and assignments
+// (no loop) that never read a temporary before assigning it (so the four items a thread runs
+// one after another cannot see each other's temporaries), and it reads or writes at least
+// one buffer at exactly the outer index (contiguous: the form checks the alignment of those
+// buffers when it runs).
+bool plan_vector(const kir::Kernel& k, VectorPlan* plan) {
+    if (!k.extent || k.body.empty()) return false;
+    auto wide = [&](int b) {
+        if (b < 0 || static_cast<std::size_t>(b) >= k.buffers.size()) return false;
+        const DType d = k.buffers[static_cast<std::size_t>(b)].dtype;
+        return d == DType::f32 || d == DType::i32;
+    };
+    std::set<int> assigned, loads, stores, scattered;
+    bool ok = true;
+    std::function<void(const ExprRef&)> walk = [&](const ExprRef& e) {
+        if (!e) return;
+        if (e->kind == kir::ExprKind::Temp && !assigned.count(e->id)) ok = false;
+        if (e->kind == kir::ExprKind::Load && e->args.size() == 1 && e->args[0] && e->args[0]->kind == kir::ExprKind::Outer &&
+            wide(e->id))
+            loads.insert(e->id);
+        for (const auto& a : e->args) walk(a);
+    };
+    for (const kir::StmtRef& st : k.body) {
+        if (!st || st->kind == kir::StmtKind::Loop) return false;
+        walk(st->value);
+        if (st->kind == kir::StmtKind::Assign) {
+            assigned.insert(st->var);
+            continue;
+        }
+        walk(st->index);
+        if (st->index && st->index->kind == kir::ExprKind::Outer && wide(st->buffer)) stores.insert(st->buffer);
+        else scattered.insert(st->buffer);
+    }
+    for (int b : scattered) stores.erase(b);
+    if (!ok || (loads.empty() && stores.empty())) return false;
+    plan->loads = std::move(loads);
+    plan->stores = std::move(stores);
+    return true;
+}
+
+// Vector form: work = the kernel's extent, each thread taking four consecutive items at a
+// time with 128-bit loads and stores of the plan's buffers when all of them are 16-byte
+// aligned (checked when the kernel runs: views may start anywhere), then the items left
+// (the last work % 4, or all of them when a buffer is not aligned) one at a time.
+std::size_t print_vector(Printer& p, GpuSource& src, const VectorPlan& plan) {
+    const kir::Kernel& k = p.kernel();
+    src.work = k.extent;
+    src.per_thread = 4;
+    const std::size_t at = p.out.size();
+    auto vec_type = [&](int b) { return k.buffers[static_cast<std::size_t>(b)].dtype == DType::f32 ? "float4" : "int4"; };
+    std::string addresses;
+    std::set<int> all = plan.loads;
+    all.insert(plan.stores.begin(), plan.stores.end());
+    for (int b : all) {
+        addresses += (addresses.empty() ? "" : " | ") + std::string("(unsigned long long)") + Printer::buffer_name(b);
+        p.buffers_used.insert(b);
+    }
+    p.line("long long first = 0;  // where the one-item loop starts");
+    p.open("if (((" + addresses + ") & 15ULL) == 0)");
+    p.line("const long long quads = a.work >> 2;");
+    p.open("for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < quads; q += (long long)gridDim.x * blockDim.x)");
+    for (int b : plan.loads)
+        p.line("const " + std::string(vec_type(b)) + " vl" + std::to_string(b) + " = ((const " + vec_type(b) + "*)" +
+               Printer::buffer_name(b) + ")[q];");
+    for (int b : plan.stores) p.line(std::string(vec_type(b)) + " vs" + std::to_string(b) + ";");
+    static const char* const kLane[] = {".x", ".y", ".z", ".w"};
+    for (int lane = 0; lane < 4; ++lane) {
+        p.lanes.clear();
+        for (int b : plan.loads) p.lanes[b] = "vl" + std::to_string(b) + kLane[lane];
+        for (int b : plan.stores) p.lanes[b] = "vs" + std::to_string(b) + kLane[lane];
+        p.line("{");  // a scope per item
+        ++p.indent;
+        p.line("const long long outer = (q << 2) + " + std::to_string(lane) + ";");
+        p.stmts(k.body);
+        p.close();
+    }
+    p.lanes.clear();
+    for (int b : plan.stores)
+        p.line("((" + std::string(vec_type(b)) + "*)" + Printer::buffer_name(b) + ")[q] = vs" + std::to_string(b) + ";");
+    p.close();
+    p.line("first = quads << 2;");
+    p.close();
+    p.open("for (long long outer = first + blockIdx.x * (long long)blockDim.x + threadIdx.x; outer < a.work; outer += (long long)gridDim.x * blockDim.x)");
     p.stmts(k.body);
     p.close();
     return at;
@@ -237,9 +335,12 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         const std::optional<std::int64_t> batch = matmul ? bound_value(k.matmul->batch, spec) : std::nullopt;
         const bool tiled = dialect == Dialect::cuda && m_rows && *m_rows >= 128;
         const bool big = m_rows && n_cols && batch && *batch * ((*m_rows + 63) / 64) * ((*n_cols + 63) / 64) >= 256;
+        VectorPlan vplan;
+        const bool vector = !matmul && !rows && plan_vector(k, &vplan);
         const std::size_t at = matmul ? (tiled ? print_matmul_tiled(p, src, keep, big ? 64 : 32) : print_matmul(p, src, keep))
-                               : rows ? print_warp_rows(p, src, keep, plan)
-                                      : print_generic(p, src);
+                               : rows   ? print_warp_rows(p, src, keep, plan)
+                               : vector ? print_vector(p, src, vplan)
+                                        : print_generic(p, src);
 
         // Declarations of what the body used, then the body.
         std::string body;

@@ -121,6 +121,10 @@ void Printer::stmt(const Stmt& s) {
         else if (dt == DType::bf16) value = helper("kiln_f32_to_bf16") + "(" + v + ")";
         else if (dt == DType::boolean) value = "(unsigned char)(" + v + " ? 1 : 0)";
         buffers_used.insert(s.buffer);
+        if (auto lane = lanes.find(s.buffer); lane != lanes.end() && s.index->kind == ExprKind::Outer) {
+            line(lane->second + " = " + value + ";");
+            return;
+        }
         const bool one_lane = warp && depth_ == 0;  // a row's single value: lane 0 stores it
         line((one_lane ? "if (lane == 0) " : "") + buffer_name(s.buffer) + "[" + i + "] = " + value + ";");
         return;
@@ -247,6 +251,7 @@ std::string Printer::load(const Expr& e) {
     const DType dt = k_.buffers[static_cast<std::size_t>(e.id)].dtype;
     if (e.type != kir::compute_type(dt)) unsupported("a load that does not give its buffer's compute type");
     buffers_used.insert(e.id);
+    if (auto lane = lanes.find(e.id); lane != lanes.end() && e.args[0]->kind == ExprKind::Outer) return lane->second;
     const std::string el = buffer_name(e.id) + "[" + expr(e.args[0]) + "]";
     if (dt == DType::f16) return helper("kiln_f16_to_f32") + "(" + el + ")";
     if (dt == DType::bf16) return helper("kiln_bf16_to_f32") + "(" + el + ")";

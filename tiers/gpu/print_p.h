@@ -97,6 +97,10 @@ public:
     const kir::Kernel& kernel() const { return k_; }
     // The warp-per-row form's plan, while printing that form (else null).
     const WarpPlan* warp = nullptr;
+    // The vector form (print_cuda.cpp), while it prints one lane: a load or store at exactly
+    // the outer index of one of these buffers reads or writes this operand (a lane of a
+    // 128-bit vector, e.g. "vl0.y") instead of the buffer.
+    std::unordered_map<int, std::string> lanes;
     // The variable of loop variable `id`.
     static std::string var_name(int id) { return "v" + std::to_string(id); }
     static std::string temp_name(int id) { return "t" + std::to_string(id); }
