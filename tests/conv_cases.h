@@ -147,6 +147,11 @@ inline std::vector<ConvCase> cases() {
     // tiles, two samples, SiLU; f64.
     add([](ConvCase& c) { c.c = 37; c.o = 21; c.h = 1; c.w = 1; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 4; });
     add([](ConvCase& c) { c.c = 7; c.o = 13; c.h = 1; c.w = 1; c.kh = 1; c.kw = 1; c.dt = DType::f64; c.epi = 2; });
+    // An image of one row block and one column block is split into two column blocks
+    // (src/kir/lower_conv.cpp), which two threads run apart: a 1x1 projection at 14 x 14
+    // with a residual (blocks of 112 and 84 pixels) and a 3x3 over 10 x 10 (64 and 36).
+    add([](ConvCase& c) { c.c = 48; c.o = 24; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 3; });
+    add([](ConvCase& c) { c.c = 9; c.o = 12; c.h = 10; c.w = 10; c.pad = {1, 1}; c.epi = 1; });
     return v;
 }
 
