@@ -272,7 +272,12 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
     a.params = s_.params.data();
     a.extent = kir::eval_index(k.extent, a.params);
     if (a.extent <= 0) return;
-    const std::int64_t work = support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups");
+    std::int64_t work = support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups");
+    // A reduction reads more than it writes (a global average pool: 401k values in, 32 out):
+    // its inputs measure its work, so that the thread split sees it.
+    if (!k.matmul)
+        for (auto in : g.inputs)
+            work = std::max(work, support::checked_numel(sp_.shapes[static_cast<std::size_t>(in)], "run_groups"));
     a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
     // A matmul kernel does K multiply-adds per output element (an estimate: it saturates).
     if (k.matmul && !support::mul_fits(a.work_per_outer, std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params)),
