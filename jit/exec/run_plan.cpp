@@ -162,7 +162,7 @@ public:
 private:
     MemoryPlan make_memory_plan() const;
     std::byte* arena();
-    void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g);
+    void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, std::size_t index);
     // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
     void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
         profiling::GroupProfile& prof = profile_.group(gr.index);
@@ -232,7 +232,7 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
-void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g) {
+void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, std::size_t index) {
     // Every value lives on the host (Executable::place) and every tier's code is host code;
     // the GPU tier adds the copies a group needs where its code's place and its inputs' differ.
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
@@ -272,14 +272,11 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
     a.params = s_.params.data();
     a.extent = kir::eval_index(k.extent, a.params);
     if (a.extent <= 0) return;
-    std::int64_t work = support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups");
-    // A reduction reads more than it writes (a global average pool: 401k values in, 32 out):
-    // its inputs measure its work, so that the thread split sees it.
-    if (!k.matmul)
-        for (auto in : g.inputs)
-            work = std::max(work, support::checked_numel(sp_.shapes[static_cast<std::size_t>(in)], "run_groups"));
+    // The group's largest operand (ShapePlan::group_work); a matmul kernel does K
+    // multiply-adds per output element (an estimate: it saturates).
+    const std::int64_t work = k.matmul ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups")
+                                       : sp_.group_work[index];
     a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
-    // A matmul kernel does K multiply-adds per output element (an estimate: it saturates).
     if (k.matmul && !support::mul_fits(a.work_per_outer, std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params)),
                                        &a.work_per_outer))
         a.work_per_outer = std::numeric_limits<std::int64_t>::max();
@@ -323,7 +320,7 @@ int CallRunner::run() {
             if (!code->versions.empty()) {
                 bool preferred = false;  // the tier-1 version, chosen at this signature
                 if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
-                    run_compiled(*v, *gr.kernel, group);
+                    run_compiled(*v, *gr.kernel, group, gr.index);
                     ran = v->tier;
                     kind = v->tier < 2  ? profiling::CodeKind::baseline
                            : v->generic ? profiling::CodeKind::generic

@@ -5,6 +5,7 @@
 #include "src/support/check.h"
 #include "src/support/checked.h"
 
+#include <algorithm>
 
 namespace kiln::jit {
 namespace {
@@ -87,6 +88,15 @@ std::unique_ptr<ShapePlan> make_shape_plan(const Executable& plan, const std::ve
         types[id] = ir::static_type(node.type.dtype, sp->shapes[id]);
     }
     for (auto o : g.outputs) sp->output_shapes.push_back(sp->shapes[static_cast<std::size_t>(o)]);
+    sp->group_work.reserve(plan.groups.size());
+    for (const auto& grp : plan.groups) {
+        std::int64_t work = 0;
+        if (!grp->group.outputs.empty())
+            work = support::checked_numel(sp->shapes[static_cast<std::size_t>(grp->group.outputs.front())], what);
+        for (auto in : grp->group.inputs)
+            work = std::max(work, support::checked_numel(sp->shapes[static_cast<std::size_t>(in)], what));
+        sp->group_work.push_back(work);
+    }
     return sp;
 }
 

@@ -29,6 +29,10 @@ struct ShapePlan {
     std::vector<std::unique_ptr<ir::Node>> nodes;  // per node id: a copy with concrete attrs, where needed
     ir::Bindings bindings;                         // every symbol's value
     std::vector<Shape> output_shapes;
+    // Per group of the partition: the most elements it reads or writes (one of its inputs, or
+    // its first output), the thread split's measure of its work (jit/exec/run_plan.cpp). A
+    // reduction reads far more than it writes (a global average pool: 401k values in, 32 out).
+    std::vector<std::int64_t> group_work;
     // Where compiled groups put the intermediates at these shapes; made by the first call
     // that needs it (it depends on the function's partition: jit/exec/run_plan.cpp).
     LazyMemoryPlan memory;

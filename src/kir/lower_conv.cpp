@@ -69,12 +69,9 @@ void lower_conv(Lowering& L) {
     std::int64_t col_block = balanced_block(npix, depthwise ? kDwColBlock : kColBlock, 16);
     // An image whose output channels are one row block and whose pixels one column block
     // would be one outer index, which no second thread can share at batch 1 (mobilenet_v2's
-    // 14 x 14 projections: 96 channels, 196 pixels). Its pixels then make two column blocks;
-    // one thread runs consecutive column blocks as one block, so a single thread loses nothing.
-    std::int64_t og_n = 0, npix_n = 0;
-    if (!depthwise && const_value(og, &og_n) && og_n <= row_block && const_value(npix, &npix_n) && npix_n <= col_block &&
-        npix_n >= 64)
-        col_block = (npix_n / 2 + 15) / 16 * 16;
+    // 14 x 14 projections: 96 channels, 196 pixels): its pixels make two column blocks.
+    std::int64_t og_n = 0;
+    if (!depthwise && const_value(og, &og_n) && og_n <= row_block) col_block = two_blocks_if_one(npix, col_block, 16);
     const ExprRef rblocks = ceil_div(og, row_block), cblocks = ceil_div(npix, col_block);
 
     // With padding the nest loads x[x_offset] for padded positions too (the value unused):

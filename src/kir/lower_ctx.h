@@ -39,6 +39,10 @@ bool const_value(const ExprRef& e, std::int64_t* v);
 // equal work (512 channels as 4 x 128, not 144 + 144 + 144 + 80; 784 pixels as 2 x 400, not
 // 512 + 272); otherwise `cap`.
 std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit);
+// `block` (balanced_block's choice for `total`), unless a static total of at least 64 would
+// be one block of it: then half of it, rounded up to `unit`, so that the work is two outer
+// indices two threads can share (one thread runs consecutive blocks as one).
+std::int64_t two_blocks_if_one(const ExprRef& total, std::int64_t block, std::int64_t unit);
 // An integer constant of an integer or boolean type, exact for every int64 value.
 ExprRef int_const(Type t, std::int64_t v);
 

@@ -25,6 +25,12 @@ std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t
     return std::min(cap, (size + unit - 1) / unit * unit);
 }
 
+std::int64_t two_blocks_if_one(const ExprRef& total, std::int64_t block, std::int64_t unit) {
+    std::int64_t n = 0;
+    if (!const_value(total, &n) || n > block || n < 64) return block;
+    return (n / 2 + unit - 1) / unit * unit;
+}
+
 ExprRef int_const(Type t, std::int64_t v) {
     auto e = std::make_shared<Expr>();
     e->kind = ExprKind::Const;

@@ -55,12 +55,9 @@ void lower_matmul(Lowering& L) {
     // Balanced blocks (a bert-base linear of 768 columns: 4 x 192, not 3 x 256, which left
     // one of two threads idle a third of the time); columns in whole register tiles.
     const std::int64_t row_block = balanced_block(M, kRowBlock, 8);
-    std::int64_t col_block = balanced_block(N, kColBlock, 32);
-    // Columns that would be one block make two (of whole register tiles) when there are at
-    // least 64: a product of few rows (a batch-1 linear, one row block) is then two outer
-    // indices that two threads share. One thread runs consecutive column blocks as one block.
-    std::int64_t n_cols = 0;
-    if (const_value(N, &n_cols) && n_cols <= col_block && n_cols >= 64) col_block = (n_cols / 2 + 31) / 32 * 32;
+    // Columns that would be one block make two (of whole register tiles): a product of one
+    // row block (a batch-1 linear) is then two outer indices that two threads share.
+    const std::int64_t col_block = two_blocks_if_one(N, balanced_block(N, kColBlock, 32), 32);
     const ExprRef blocks = ceil_div(M, row_block), cblocks = ceil_div(N, col_block);
 
     const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();

@@ -43,10 +43,11 @@ std::string sanitize(const std::string& name) {
 ExprRef imul(const ExprRef& a, const ExprRef& b) { return kir::binary(kir::BinaryOp::mul, a, b); }
 ExprRef iadd(const ExprRef& a, const ExprRef& b) { return kir::binary(kir::BinaryOp::add, a, b); }
 
-// The grid-stride loop over [0, a.work) with item variable `item`; returns where its body
-// starts in p.out (the temporaries' declarations go there).
-std::size_t open_items(Printer& p, const std::string& item) {
-    p.open("for (long long " + item + " = blockIdx.x * (long long)blockDim.x + threadIdx.x; " + item + " < a.work; " + item +
+// The grid-stride loop over [first, end) (by default [0, a.work)) with item variable `item`;
+// returns where its body starts in p.out (the temporaries' declarations go there).
+std::size_t open_items(Printer& p, const std::string& item, const std::string& first = "", const std::string& end = "a.work") {
+    p.open("for (long long " + item + " = " + (first.empty() ? "" : first + " + ") +
+           "blockIdx.x * (long long)blockDim.x + threadIdx.x; " + item + " < " + end + "; " + item +
            " += (long long)gridDim.x * blockDim.x)");
     return p.out.size();
 }
@@ -128,7 +129,7 @@ std::size_t print_vector(Printer& p, GpuSource& src, const VectorPlan& plan) {
     p.line("long long first = 0;  // where the one-item loop starts");
     p.open("if (((" + addresses + ") & 15ULL) == 0)");
     p.line("const long long quads = a.work >> 2;");
-    p.open("for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < quads; q += (long long)gridDim.x * blockDim.x)");
+    open_items(p, "q", "", "quads");
     for (int b : plan.loads)
         p.line("const " + std::string(vec_type(b)) + " vl" + std::to_string(b) + " = ((const " + vec_type(b) + "*)" +
                Printer::buffer_name(b) + ")[q];");
@@ -150,7 +151,7 @@ std::size_t print_vector(Printer& p, GpuSource& src, const VectorPlan& plan) {
     p.close();
     p.line("first = quads << 2;");
     p.close();
-    p.open("for (long long outer = first + blockIdx.x * (long long)blockDim.x + threadIdx.x; outer < a.work; outer += (long long)gridDim.x * blockDim.x)");
+    open_items(p, "outer", "first");
     p.stmts(k.body);
     p.close();
     return at;
