@@ -152,6 +152,14 @@ inline std::vector<ConvCase> cases() {
     // with a residual (blocks of 112 and 84 pixels) and a 3x3 over 10 x 10 (64 and 36).
     add([](ConvCase& c) { c.c = 48; c.o = 24; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 3; });
     add([](ConvCase& c) { c.c = 9; c.o = 12; c.h = 10; c.w = 10; c.pad = {1, 1}; c.epi = 1; });
+    // Grids whose planes are laid out by filter column, each row ow pixels long (gemm_conv.cpp,
+    // exact_planes()): a 3x3 at 13 x 13 (a pitch of 15 would waste a quarter of the lanes),
+    // dilated 2 with padding 2, stride 2 with a 5 x 5 filter (two row phases, five column
+    // planes), and a 1 x 3 filter on a non-square image over two samples with a residual.
+    add([](ConvCase& c) { c.c = 16; c.o = 24; c.h = 13; c.w = 13; c.pad = {1, 1}; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 8; c.o = 20; c.h = 11; c.w = 11; c.pad = {2, 2}; c.dil = {2, 2}; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 5; c.o = 17; c.h = 15; c.w = 15; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.stride = {2, 2}; });
+    add([](ConvCase& c) { c.c = 6; c.o = 10; c.h = 9; c.w = 7; c.kh = 1; c.kw = 3; c.pad = {0, 1}; c.n = 2; c.epi = 3; });
     return v;
 }
 

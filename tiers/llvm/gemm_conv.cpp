@@ -189,11 +189,12 @@ Value* GemmGen::grid_applies() {
 
 void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
     const kir::Im2col& c = *h_.im2col;
-    const std::int64_t phases = phase_rows() * phase_cols();
+    const std::int64_t phases = phase_rows() * plane_cols();
+    const bool exact = exact_planes();
     Value* dense = dense_conv();
     Value* kh = em_.index(c.kh);
     Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
-    Value* wq = grid_pitch();
+    Value* wq = exact ? im_ow_ : grid_pitch();
     Value* ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
     Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
     Value* q_rows = b_.CreateSelect(
@@ -271,6 +272,7 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
                     micro_grid(st, ir, left);
                     Value* row0 = b_.CreateAdd(i0, ir);
                     if (dense_c && dense_c->isOne()) store_dense(gs, j0, j1, row0, left);
+                    else if (exact) store_dense(b_.CreateAdd(gs, b_.CreateMul(ya, im_ow_)), j0, j1, row0, left);  // one run
                     else store_runs(gs, g1, wq, ya, j0, j1, row0, left);
                 });
             });
@@ -321,9 +323,31 @@ std::int64_t GemmGen::phase_cols() {
     return k && k->isOne() ? 1 : h_.im2col->stride[1];
 }
 
+bool GemmGen::exact_planes() {
+    const kir::Im2col& c = *h_.im2col;
+    auto bound = [&](Value* v, std::int64_t* out) {
+        auto* k = llvm::dyn_cast<llvm::ConstantInt>(v);
+        if (k) *out = k->getSExtValue();
+        return k != nullptr;
+    };
+    std::int64_t kw = 0, ow = 0, npix = 0;
+    if (vw_ * es_ != 64) return false;  // see gemm_gen.h
+    if (!bound(im_kw_, &kw) || !bound(im_ow_, &ow) || !bound(n_, &npix) || kw < 2 || ow < 1 || npix < ow) return false;
+    const std::int64_t oh = npix / ow;
+    const std::int64_t wq = ow + (kw - 1) * c.dilation[1] / c.stride[1];
+    auto lanes = [&](std::int64_t pitch) { return (oh * pitch + nr_ - 1) / nr_ * nr_; };
+    return lanes(ow) * 100 <= lanes(wq) * 96;
+}
+
+std::int64_t GemmGen::plane_cols() {
+    if (!exact_planes()) return phase_cols();
+    return llvm::cast<llvm::ConstantInt>(im_kw_)->getSExtValue();
+}
+
 void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* q_rows, Value* wq, Value* slack) {
     const kir::Im2col& c = *h_.im2col;
-    const std::int64_t sh = c.stride[0], sw = c.stride[1], py = phase_rows(), px = phase_cols();
+    const std::int64_t sh = c.stride[0], sw = c.stride[1], py = phase_rows(), px = plane_cols();
+    const bool exact = exact_planes();
     const llvm::Align ea(static_cast<std::uint64_t>(es_));
     Value* plane_in = b_.CreateMul(im_h_, im_w_);
     Value* plane = b_.CreateMul(q_rows, wq);
@@ -332,8 +356,8 @@ void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* 
         for (std::int64_t a = 0; a < py; ++a)
             for (std::int64_t bb = 0; bb < px; ++bb) {
                 Value* dst0 = elem(buf, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ci, i64(py * px)), i64(a * px + bb)), plane));
-                // Columns u in [lo, hi) read the image: 0 <= u * sw + bb - pw < w.
-                const std::int64_t first = bb - c.pad[1];
+                // Columns u in [lo, hi) read the image: 0 <= u * sw + first < w.
+                const std::int64_t first = (exact ? bb * c.dilation[1] : bb) - c.pad[1];
                 Value* lo = smin(i64(first >= 0 ? 0 : (-first + sw - 1) / sw), wq);  // no wider than the row
                 Value* hi = smax(smin(wq, b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(im_w_, i64(first)), i64(sw - 1)), i64(sw))), lo);
                 loop(i64(0), q_rows, i64(1), "phase.r", [&](Value* r) {
@@ -363,7 +387,8 @@ void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* 
 
 void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
     const kir::Im2col& c = *h_.im2col;
-    const std::int64_t sh = c.stride[0], sw = c.stride[1], px = phase_cols();
+    const std::int64_t sh = c.stride[0], sw = c.stride[1], px = plane_cols();
+    const bool exact = exact_planes();
     const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
     const auto nacc = static_cast<std::size_t>(mr_ * nv_);
     auto accp = [&](std::size_t i) { return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, i); };
@@ -398,7 +423,9 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
             Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
             taps(im_kw_, "grid.j", vw_ * es_ == 64 ? 1 : kUnrolledTaps, [&](Value* j) {
                 Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
-                Value* bptr = elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane), b_.CreateSDiv(jx, i64(sw))));
+                Value* bptr = exact ? elem(rowp, b_.CreateMul(j, st.plane))
+                                    : elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane),
+                                                              b_.CreateSDiv(jx, i64(sw))));
                 std::vector<Value*> bv(static_cast<std::size_t>(nv_));
                 for (int v = 0; v < nv_; ++v) bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), ea);
                 Value* k = b_.CreateAdd(kr, j);

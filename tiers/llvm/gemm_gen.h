@@ -280,9 +280,26 @@ private:
     std::int64_t phase_rows();
     std::int64_t phase_cols();
 
+    // Whether grid() lays its planes out by filter column instead of column phase (bound
+    // dims only): plane (a, j) holds, for each output column x, the input column
+    // x * sw + j * dw - pw, in rows of ow elements, so that tap (i, j) of output pixel
+    // (y, x) reads element (y + oy) * ow + x of plane (a, j) and a strip of NR grid pixels
+    // is NR output pixels, none computed for nothing. Chosen where the pitch wq = ow +
+    // (kw - 1) * dw / sw wastes at least 4% of the lanes (a 3 x 3 conv at 13 x 13: 25%):
+    // the copy holds kw planes per row phase instead of sw. 512-bit vectors only: 1 thread,
+    // AMD EPYC Zen 4, squeezenet's 64 -> 256 3x3 at 13 x 13 (batch 8) 4.9 -> 4.2 ms, its
+    // 32 -> 128 at 27 x 27 4.6 -> 4.4 ms, resnet18's 128 -> 128 at 28 x 28 2.33 -> 2.14 ms;
+    // with AVX2's tiles the last two ran 5-20% slower (three planes' lines per strip in L1
+    // instead of one's), so AVX2 keeps the pitch.
+    bool exact_planes();
+    // The planes per row phase of one input channel: kw for exact planes, else phase_cols().
+    std::int64_t plane_cols();
+
     // The phase planes of grid(): for each of `cin` input channels and phase (a, b), q_rows
     // rows of wq elements, row v and column u holding the input at row (ya + v) * sh + a - ph
     // and column u * sw + b - pw (zero outside the image); then `slack` zeros.
+    // With exact_planes(), plane (a, j) instead, rows of ow elements, column x holding the
+    // input at column x * sw + j * dw - pw.
     void phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* q_rows, Value* wq, Value* slack);
 
     struct GridStrip {
