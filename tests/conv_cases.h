@@ -160,6 +160,20 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 8; c.o = 20; c.h = 11; c.w = 11; c.pad = {2, 2}; c.dil = {2, 2}; c.epi = 4; });
     add([](ConvCase& c) { c.c = 5; c.o = 17; c.h = 15; c.w = 15; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.stride = {2, 2}; });
     add([](ConvCase& c) { c.c = 6; c.o = 10; c.h = 9; c.w = 7; c.kh = 1; c.kw = 3; c.pad = {0, 1}; c.n = 2; c.epi = 3; });
+    // Small images with at least 32 output channels per group: the weights packed for
+    // channel lanes (kir::Derived) and, where its cost model picks it, tier 2's channel-lane
+    // path (gemm_chan.cpp): a 3x3 at 7 x 7 (runs of one output row), a 1x1 at 7 x 7 whose
+    // 112 channels leave half a tile, a stride-2 3x3 onto 7 x 7 with SiLU, two groups of 32
+    // channels on two samples, a 13 x 13 image in two column blocks that split an output
+    // row (runs of 13 shifted left), and 320 channels in four row blocks; and a 1x1 of few
+    // input channels that stays on pixel lanes.
+    add([](ConvCase& c) { c.c = 40; c.o = 64; c.h = 7; c.w = 7; c.pad = {1, 1}; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 512; c.o = 112; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.epi = 3; });
+    add([](ConvCase& c) { c.c = 64; c.o = 96; c.h = 14; c.w = 14; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 64; c.o = 64; c.groups = 2; c.h = 6; c.w = 6; c.pad = {1, 1}; c.n = 2; c.epi = 2; });
+    add([](ConvCase& c) { c.c = 64; c.o = 32; c.h = 13; c.w = 13; c.pad = {1, 1}; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 256; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
+    add([](ConvCase& c) { c.c = 8; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
     return v;
 }
 

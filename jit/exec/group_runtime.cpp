@@ -12,6 +12,21 @@ GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::
 
 GroupRuntime::~GroupRuntime() = default;
 
+void GroupRuntime::add_derived(std::vector<void*>& buffers) const {
+    const std::vector<kir::Derived>& ds = kernel->derived;
+    std::call_once(derived_once_, [&] {
+        std::vector<Tensor> made;
+        for (const kir::Derived& d : ds) {
+            const DType dt = kernel->buffers[static_cast<std::size_t>(d.source)].dtype;
+            Tensor t = Tensor::empty({d.elems()}, dt);
+            kir::fill_derived(d, dt, buffers[static_cast<std::size_t>(d.source)], t.data());
+            made.push_back(std::move(t));
+        }
+        derived_ = std::move(made);
+    });
+    for (const Tensor& t : derived_) buffers.push_back(t.data());
+}
+
 const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params, bool* preferred) {
     for (const auto& sig : code.tier1_signatures) {
         if (!std::equal(sig.begin(), sig.end(), params)) continue;

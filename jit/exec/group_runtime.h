@@ -90,7 +90,14 @@ public:
     // The tier-up policy's state, set by the tier manager when it takes the group.
     std::shared_ptr<TierUpState> tierup;
 
+    // The kernel's derived buffers (kir::Derived), made on first use from `buffers` (the
+    // call's buffers: the sources are input buffers that hold graph constants, the same on
+    // every call) and kept with the group; their addresses are appended to `buffers`.
+    void add_derived(std::vector<void*>& buffers) const;
+
 private:
+    mutable std::once_flag derived_once_;
+    mutable std::vector<Tensor> derived_;
     mutable std::once_flag kir_once_;
     mutable std::string kir_text_;
     mutable std::mutex code_mu_;  // current_, retired_

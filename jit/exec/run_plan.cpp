@@ -162,7 +162,7 @@ public:
 private:
     MemoryPlan make_memory_plan() const;
     std::byte* arena();
-    void run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, std::size_t index);
+    void run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
     // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
     void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
         profiling::GroupProfile& prof = profile_.group(gr.index);
@@ -232,7 +232,10 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
-void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, const passes::Group& g, std::size_t index) {
+void CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) {
+    const kir::Kernel& k = *gr.kernel;
+    const passes::Group& g = gr.group;
+    const std::size_t index = gr.index;
     // Every value lives on the host (Executable::place) and every tier's code is host code;
     // the GPU tier adds the copies a group needs where its code's place and its inputs' differ.
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
@@ -267,6 +270,7 @@ void CallRunner::run_compiled(const CompiledVersion& v, const kir::Kernel& k, co
             s_.val[id] = &s_.owned[id];
         }
     }
+    if (!k.derived.empty()) gr.add_derived(s_.buffers);  // after the outputs (kir::Derived)
     tiers::LaunchArgs a;
     a.buffers = s_.buffers.data();
     a.params = s_.params.data();
@@ -320,7 +324,7 @@ int CallRunner::run() {
             if (!code->versions.empty()) {
                 bool preferred = false;  // the tier-1 version, chosen at this signature
                 if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
-                    run_compiled(*v, *gr.kernel, group, gr.index);
+                    run_compiled(*v, gr);
                     ran = v->tier;
                     kind = v->tier < 2  ? profiling::CodeKind::baseline
                            : v->generic ? profiling::CodeKind::generic

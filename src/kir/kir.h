@@ -207,7 +207,25 @@ struct MatmulHint {
     ExprRef a_offset, b_offset;
     std::vector<StmtRef> epilogue;
     std::optional<Im2col> im2col;  // set: B is not a dense matrix but a convolution's input
+    int a_packed = -1;             // A as Kernel::derived[a_packed] lays it out, or -1
 };
+
+// A copy of a constant input buffer in another layout, which the runtime makes once per
+// function (its source holds a graph constant, so it never changes) and passes after the
+// kernel's outputs: buffers[buffers.size() + i] is derived[i]. A backend may read it instead
+// of the source; the loop nest never does. The one layout: `source` read as `groups`
+// matrices of `rows` x `cols` (row-major), each cut into tiles of `lanes` rows, each tile
+// stored transposed (cols x lanes, zero past the last row):
+//   derived[((g * tiles + t) * cols + c) * lanes + r] = source[(g * rows + t * lanes + r) * cols + c]
+// with tiles = ceil(rows / lanes) (a conv's weights, packed for vectors along the output
+// channels). Of the source's dtype.
+struct Derived {
+    int source = -1;
+    std::int64_t groups = 1, rows = 0, cols = 0, lanes = 0;
+    std::int64_t elems() const { return groups * ((rows + lanes - 1) / lanes) * lanes * cols; }
+};
+// Writes derived `d` of the source at src (of dtype dt) into dst (d.elems() values).
+void fill_derived(const Derived& d, DType dt, const void* src, void* dst);
 
 struct Kernel {
     std::string name;
@@ -219,6 +237,7 @@ struct Kernel {
     ExprRef extent;                       // of the outer index, in params
     std::vector<StmtRef> body;            // run once per outer index
     std::optional<MatmulHint> matmul;     // matmul and conv groups: what the body computes (above)
+    std::vector<Derived> derived;         // buffers the runtime derives from constant inputs (above)
 };
 
 // Values bound to params (nullopt: left as a run-time argument).

@@ -23,6 +23,11 @@ using ir::ValueId;
 constexpr std::int64_t kRowBlock = limits::conv_row_block;
 constexpr std::int64_t kColBlock = limits::conv_col_block;
 constexpr std::int64_t kDwColBlock = limits::conv_dw_col_block;
+// Weights packed for channel lanes (see lower_conv): the channels of a tile (two AVX-512
+// vectors of f32), and the most output pixels of an image for which they are packed (beyond
+// 32 x 32 the pixels fill vectors along them well: the packed copy would go unused).
+constexpr std::int64_t kPackLanes = 32;
+constexpr std::int64_t kPackPixels = 1024;
 
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
@@ -65,7 +70,13 @@ void lower_conv(Lowering& L) {
     // are whole planes up to kDwColBlock pixels (the channels are what threads split).
     std::int64_t cg = 0;
     const bool depthwise = const_value(CG, &cg) && cg == 1;
-    const std::int64_t row_block = balanced_block(og, kRowBlock, 8);
+    // Weights that are a graph constant, of a conv whose image is small, are also packed for
+    // vectors along the output channels (kir::Derived; a backend's channel-lane path reads
+    // them): tiles of kPackLanes channels, so the row blocks are whole tiles.
+    std::int64_t og_c = 0, k_c = 0, npix_c = 0;
+    const bool pack_a = !depthwise && dt == DType::f32 && L.node(Wt).op == ir::Op::constant && const_value(og, &og_c) &&
+                        og_c >= kPackLanes && const_value(K, &k_c) && const_value(npix, &npix_c) && npix_c <= kPackPixels;
+    const std::int64_t row_block = balanced_block(og, kRowBlock, pack_a ? kPackLanes : 8);
     std::int64_t col_block = balanced_block(npix, depthwise ? kDwColBlock : kColBlock, 16);
     // An image whose output channels are one row block and whose pixels one column block
     // would be one outer index, which no second thread can share at batch 1 (mobilenet_v2's
@@ -168,6 +179,16 @@ void lower_conv(Lowering& L) {
         im.dilation[d] = dilation[static_cast<std::size_t>(d)];
     }
     h.im2col = std::move(im);
+    if (pack_a) {
+        Derived d;
+        d.source = wbuf;
+        d.groups = groups;
+        d.rows = og_c;
+        d.cols = k_c;
+        d.lanes = kPackLanes;
+        h.a_packed = static_cast<int>(L.k.derived.size());
+        L.k.derived.push_back(d);
+    }
     L.k.matmul = std::move(h);
 }
 

@@ -42,6 +42,11 @@ public:
             check(s.buffer >= 0 && static_cast<std::size_t>(s.buffer) < k_.buffers.size() && s.dim >= 0,
                   "a param source names buffer " + std::to_string(s.buffer) + " dim " + std::to_string(s.dim));
         }
+        for (const Derived& d : k_.derived)
+            check(d.source >= 0 && static_cast<std::size_t>(d.source) < k_.buffers.size() &&
+                      !k_.buffers[static_cast<std::size_t>(d.source)].output && d.groups >= 1 && d.rows >= 1 &&
+                      d.cols >= 1 && d.lanes >= 1,
+                  "a derived buffer of b" + std::to_string(d.source) + " is malformed");
         check(k_.extent != nullptr, "no extent");
         in_extent_ = true;
         expr(*k_.extent);
@@ -141,6 +146,9 @@ private:
         input(h.b, "B");
         check(h.out >= 0 && static_cast<std::size_t>(h.out) < k_.buffers.size() && k_.buffers[static_cast<std::size_t>(h.out)].output,
               "matmul hint: out is not an output buffer");
+        check(h.a_packed < 0 || (static_cast<std::size_t>(h.a_packed) < k_.derived.size() &&
+                                 k_.derived[static_cast<std::size_t>(h.a_packed)].source == h.a),
+              "matmul hint: a_packed is not a derived buffer of A");
         check(h.row_block >= 1, "matmul hint: row_block < 1");
         check(h.col_block >= 0, "matmul hint: col_block < 0");
         std::vector<const ExprRef*> extents{&h.m, &h.n, &h.k, &h.batch};

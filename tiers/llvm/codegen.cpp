@@ -41,6 +41,9 @@ public:
     llvm::IRBuilderBase& builder() override { return b_; }
     llvm::Function* function() override { return fn_; }
     Value* buffer_ptr(int id) override {
+        // Past the buffers: the derived ones (kir::Derived), loaded after them.
+        if (id >= 0 && static_cast<std::size_t>(id) >= k_.buffers.size() && static_cast<std::size_t>(id) < bufs_.size())
+            return bufs_[static_cast<std::size_t>(id)];
         buffer(id);
         return bufs_[static_cast<std::size_t>(id)];
     }
@@ -137,6 +140,12 @@ private:
             Value* slot = b_.CreateConstInBoundsGEP1_64(llvm::PointerType::getUnqual(ctx_), arg, i);
             auto* p = b_.CreateAlignedLoad(llvm::PointerType::getUnqual(ctx_), slot, llvm::Align(8),
                                            k_.buffers[i].name.empty() ? "buf" : k_.buffers[i].name);
+            p->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+            bufs_.push_back(p);
+        }
+        for (std::size_t i = 0; i < k_.derived.size(); ++i) {
+            Value* slot = b_.CreateConstInBoundsGEP1_64(llvm::PointerType::getUnqual(ctx_), arg, n + i);
+            auto* p = b_.CreateAlignedLoad(llvm::PointerType::getUnqual(ctx_), slot, llvm::Align(8), "derived");
             p->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
             bufs_.push_back(p);
         }

@@ -16,7 +16,8 @@
 // compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
 // src/cpu (stream()), then the epilogue runs over the result.
 // A convolution's B (kir::Im2col) is never built: its paths (the depthwise kernel, the grid
-// of phase planes, packing from the image in the loop nest above) are in gemm_conv.cpp.
+// of phase planes, packing from the image in the loop nest above) are in gemm_conv.cpp, and
+// its channel-lane path for small images (weights packed by the runtime) in gemm_chan.cpp.
 //
 // The micro-kernel keeps MR x NR accumulators in vector registers: MR rows by NV = 2
 // vectors of VW elements, chosen from the host features: 512-bit (AVX-512) 8 x 2 zmm,
@@ -97,7 +98,9 @@ void GemmGen::run(Value* begin, Value* end) {
     // Static allocas first (we are in the entry block).
     auto* stack = b_.CreateAlloca(llvm::ArrayType::get(i8, static_cast<std::uint64_t>(kStackBytes)), nullptr, "gemm.stack");
     stack->setAlignment(llvm::Align(64));
-    tile_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(mr_ * nr_)), nullptr, "gemm.tile");
+    // (chan() stores 2 VW channels by VW pixels there.)
+    tile_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(std::max<std::int64_t>(mr_ * nr_, 2 * vw_ * vw_))),
+                            nullptr, "gemm.tile");
     tile_->setAlignment(llvm::Align(64));
     sbuf_ = b_.CreateAlloca(llvm::ArrayType::get(t_, static_cast<std::uint64_t>(kStreamRows * kStreamCols)), nullptr, "gemm.rows");
     sbuf_->setAlignment(llvm::Align(64));
@@ -105,6 +108,7 @@ void GemmGen::run(Value* begin, Value* end) {
     // the filter's taps; SROA turns them into vector registers.
     dacc_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(mr_ * nv_)), nullptr, "grid.acc");
     dacc_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
+
     if (h_.im2col) {
         geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
         geo_->setAlignment(llvm::Align(8));
@@ -131,6 +135,11 @@ void GemmGen::run(Value* begin, Value* end) {
                           i64(c.pad[0]), i64(c.pad[1]), i64(c.dilation[0]), i64(c.dilation[1])};
         for (int i = 0; i < 12; ++i)
             b_.CreateAlignedStore(geo[i], b_.CreateConstGEP2_64(geo_->getAllocatedType(), geo_, 0, static_cast<std::uint64_t>(i)), llvm::Align(8));
+    }
+    // chan(): its accumulators (still in the entry block: SROA keeps them in registers).
+    if (const std::int64_t run = h_.im2col ? chan_run() : 0; run > 0) {
+        cacc_t_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(2 * run)), nullptr, "chan.acc");
+        cacc_t_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
     }
     a_ = em_.buffer_ptr(h_.a);
     bbuf_ = em_.buffer_ptr(h_.b);
@@ -209,6 +218,7 @@ void GemmGen::block(Value* outer, Value* run) {
         // grid is padding, else the packed one.
         auto conv = [&] {
             if (one_pixel_dense()) return dots(ab, xb, i0, rows);
+            if (cacc_t_) return chan(xb, i0, rows, j0, j1);
             choose(grid_applies(), [&] { grid(ab, xb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
         };
         choose(b_.CreateICmpEQ(k_dim_, im_khw_), [&] { depthwise(ab, xb, i0, rows, j0, j1); }, conv);
@@ -468,14 +478,14 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         });
 }
 
-void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
+void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols, std::int64_t cs) {
     const llvm::Align ea(static_cast<std::uint64_t>(es_));
     loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
         em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
         Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
         llvm::Instruction* br = loop_by(i64(0), cols, "epi.c", [&](Value* c) {
             em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
-            em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
+            em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, cs == 1 ? c : b_.CreateMul(c, i64(cs))), ea));
             return i64(1);
         });
         // A row of at most a few vectors (a tile's row, a run of a grid strip): vectors of
@@ -534,10 +544,11 @@ void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed);
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 // The revision names what the emitted code expects of the runtime (revision 4: the depthwise
-// kernel takes several planes per call; 5: and each plane's starting values), so that a
+// kernel takes several planes per call; 5: and each plane's starting values; 6: the
+// kernel's derived buffers follow its outputs), so that a
 // persistent cache never hands code of an older revision to this one.
 std::string gemm_settings() {
-    return "gemm_revision=5;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=6;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 

@@ -187,20 +187,42 @@ Value* GemmGen::grid_applies() {
     return b_.CreateOr(dense_conv(), b_.CreateICmpSGE(b_.CreateMul(im_ow_, i64(4)), b_.CreateMul(grid_pitch(), i64(3))));
 }
 
+GemmGen::GridGeo GemmGen::grid_geo(Value* j0, Value* j1) {
+    const kir::Im2col& c = *h_.im2col;
+    Value* dense = dense_conv();
+    Value* span_y = b_.CreateMul(b_.CreateSub(em_.index(c.kh), i64(1)), i64(c.dilation[0]));
+    GridGeo g;
+    g.wq = exact_planes() ? im_ow_ : grid_pitch();
+    g.ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
+    Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
+    g.q_rows = b_.CreateSelect(
+        dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, g.ya), i64(1)), b_.CreateSDiv(span_y, i64(c.stride[0]))));
+    g.plane = b_.CreateMul(g.q_rows, g.wq);  // one phase plane
+    g.cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+    return g;
+}
+
+Value* GemmGen::tap_at(Value* pl, Value* i, Value* j, Value* plane, Value* wq) {
+    // i * dh = oy * sh + a: phase row a, grid row offset oy; j likewise, or plane j itself
+    // (exact_planes()).
+    const kir::Im2col& c = *h_.im2col;
+    const std::int64_t sh = c.stride[0], sw = c.stride[1], px = plane_cols();
+    Value* iy = b_.CreateMul(i, i64(c.dilation[0]));
+    Value* rowp = elem(pl, b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateSRem(iy, i64(sh)), i64(px)), plane),
+                                        b_.CreateMul(b_.CreateSDiv(iy, i64(sh)), wq)));
+    if (exact_planes()) return elem(rowp, b_.CreateMul(j, plane));
+    Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
+    return elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), plane), b_.CreateSDiv(jx, i64(sw))));
+}
+
 void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
     const kir::Im2col& c = *h_.im2col;
     const std::int64_t phases = phase_rows() * plane_cols();
     const bool exact = exact_planes();
     Value* dense = dense_conv();
     Value* kh = em_.index(c.kh);
-    Value* span_y = b_.CreateMul(b_.CreateSub(kh, i64(1)), i64(c.dilation[0]));
-    Value* wq = exact ? im_ow_ : grid_pitch();
-    Value* ya = b_.CreateSelect(dense, i64(0), b_.CreateSDiv(j0, im_ow_));  // the block's first output row
-    Value* yb = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
-    Value* q_rows = b_.CreateSelect(
-        dense, im_h_, b_.CreateAdd(b_.CreateAdd(b_.CreateSub(yb, ya), i64(1)), b_.CreateSDiv(span_y, i64(c.stride[0]))));
-    Value* plane = b_.CreateMul(q_rows, wq);  // one phase plane
-    Value* cin = b_.CreateSDiv(k_dim_, smax(im_khw_, i64(1)));
+    const GridGeo geo = grid_geo(j0, j1);
+    Value *wq = geo.wq, *ya = geo.ya, *q_rows = geo.q_rows, *plane = geo.plane, *cin = geo.cin;
     // The grid: the phase planes in the scratch (and NR + 2 wq zeros past their end, which
     // the last strips read); or the image itself, and in the scratch the last strip's
     // columns of each channel, zero padded (its loads would read past the image).
@@ -386,9 +408,7 @@ void GemmGen::phase_planes(Value* xb, Value* buf, Value* cin, Value* ya, Value* 
 }
 
 void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
-    const kir::Im2col& c = *h_.im2col;
-    const std::int64_t sh = c.stride[0], sw = c.stride[1], px = plane_cols();
-    const bool exact = exact_planes();
+    const std::int64_t px = plane_cols();
     const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
     const auto nacc = static_cast<std::size_t>(mr_ * nv_);
     auto accp = [&](std::size_t i) { return b_.CreateConstInBoundsGEP2_64(dacc_->getAllocatedType(), dacc_, 0, i); };
@@ -416,16 +436,9 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
         Value* pl = elem(strip, b_.CreateMul(b_.CreateMul(ci, i64(phase_rows() * px)), st.plane));
         Value* kci = b_.CreateMul(ci, im_khw_);
         taps(st.kh, "grid.i", 1, [&](Value* i) {  // (a loop: see kUnrolledTaps)
-            // i * dh = oy * sh + a: phase row a, grid row offset oy.
-            Value* iy = b_.CreateMul(i, i64(c.dilation[0]));
-            Value* rowp = elem(pl, b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateSRem(iy, i64(sh)), i64(px)), st.plane),
-                                                b_.CreateMul(b_.CreateSDiv(iy, i64(sh)), st.wq)));
             Value* kr = b_.CreateAdd(kci, b_.CreateMul(i, im_kw_));
             taps(im_kw_, "grid.j", vw_ * es_ == 64 ? 1 : kUnrolledTaps, [&](Value* j) {
-                Value* jx = b_.CreateMul(j, i64(c.dilation[1]));
-                Value* bptr = exact ? elem(rowp, b_.CreateMul(j, st.plane))
-                                    : elem(rowp, b_.CreateAdd(b_.CreateMul(b_.CreateSRem(jx, i64(sw)), st.plane),
-                                                              b_.CreateSDiv(jx, i64(sw))));
+                Value* bptr = tap_at(pl, i, j, st.plane, st.wq);
                 std::vector<Value*> bv(static_cast<std::size_t>(nv_));
                 for (int v = 0; v < nv_; ++v) bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), ea);
                 Value* k = b_.CreateAdd(kr, j);
@@ -446,15 +459,6 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
         for (int v = 0; v < nv_; ++v)
             b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(static_cast<std::size_t>(r * nv_ + v)), va),
                                   elem(tile_, i64(r * nr_ + v * vw_)), va);
-}
-
-template <class F> void GemmGen::taps(Value* count, const std::string& name, std::int64_t unroll, F body) {
-    // Tap by tap, the offsets fold into the loads' addresses (see kUnrolledTaps).
-    if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(count); known && known->getSExtValue() <= unroll) {
-        for (std::int64_t t = 0; t < known->getSExtValue(); ++t) body(i64(t));
-        return;
-    }
-    loop(i64(0), count, i64(1), name, body, true);
 }
 
 void GemmGen::pack_im2col(Value* xb, Value* pc, Value* jc, Value* kc, Value* nc) {

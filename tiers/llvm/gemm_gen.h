@@ -32,7 +32,9 @@ inline constexpr std::int64_t kStreamCols = 512;  // columns per call of the row
 // Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
 // fewer input rows read twice by consecutive calls; the stack buffer holds them.
 inline constexpr std::int64_t kDwCols = 2048;
-inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of at most these rows stream B
+inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;
+inline constexpr std::int64_t kMaxChanRun = 14;  // chan(): the most output pixels of a tile (2 R + 3 registers)
+inline constexpr std::int64_t kMinChanRun = 8;  // blocks of at most these rows stream B
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
 class GemmGen {
@@ -58,6 +60,7 @@ private:
     llvm::AllocaInst* geo_ = nullptr;   // depthwise(): the geometry (cpu::Im2colShape)
     llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
     llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
+    llvm::AllocaInst* cacc_t_ = nullptr;  // chan(): its accumulators
     llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
     llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
@@ -275,6 +278,26 @@ private:
     // A dense convolution's grid is the image itself (no copy).
     void grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
 
+    // The grid of output pixels [j0, j1): the length of its rows (wq), the first output row
+    // (ya: 0 for a dense conv), its rows (q_rows: a dense conv's are the image's), the
+    // elements of one phase plane, the input channels.
+    struct GridGeo {
+        Value *wq, *ya, *q_rows, *plane, *cin;
+    };
+    GridGeo grid_geo(Value* j0, Value* j1);
+
+    // The channel-lane path (gemm_chan.cpp): rows [i0, i0 + rows) of C (output channels),
+    // columns [j0, j1) (output pixels), with the vector lanes along the channels, for
+    // images whose pixels would fill the lanes of grid() poorly. chan_run(): its pixels per
+    // register tile where it applies (bound dims, f32 in 512-bit vectors, and fewer vector
+    // FMAs than grid() by at least 8%, the packing of A counted), else 0.
+    std::int64_t chan_run();
+    void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
+    // Transposes VW vectors of VW lanes in place: m[c][r] = m[r][c] (shuffles).
+    void transpose(std::vector<Value*>& m);
+    // The element of tap (i, j) for grid pixel 0 of the planes of one input channel at pl.
+    Value* tap_at(Value* pl, Value* i, Value* j, Value* plane, Value* wq);
+
     // The phases of the grid, along rows and columns: the stride, or 1 for a filter of one
     // row (column), whose taps read phase 0 alone (a 1x1 convolution of stride 2).
     std::int64_t phase_rows();
@@ -321,7 +344,14 @@ private:
 
     // for (t = 0; t < count; ++t) body(t): straight-line code for a bound count of at most
     // `unroll` taps (micro_grid unrolls a filter row's taps, kUnrolledTaps), else a loop.
-    template <class F> void taps(Value* count, const std::string& name, std::int64_t unroll, F body);
+    template <class F> void taps(Value* count, const std::string& name, std::int64_t unroll, F body) {
+        // Tap by tap, the offsets fold into the loads' addresses (see kUnrolledTaps).
+        if (auto* known = llvm::dyn_cast<llvm::ConstantInt>(count); known && known->getSExtValue() <= unroll) {
+            for (std::int64_t t = 0; t < known->getSExtValue(); ++t) body(i64(t));
+            return;
+        }
+        loop(i64(0), count, i64(1), name, body, true);
+    }
 
     // Packs B[pc:pc+kc, jc:jc+nc] (row-major, ld n) into strips of NR columns, each kc x NR
     // contiguous, the last strip zero padded.
@@ -362,7 +392,7 @@ private:
     // The epilogue of rows [row0, row0 + rows) and columns [col0, col0 + cols) of C, whose
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
     // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
-    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
+    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols, std::int64_t cs = 1);
     // The same over rows of up to hundreds of columns (stream()'s and the depthwise paths'
     // buffers): each row in pieces of two vectors with a bound count, then its last columns.
     void long_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);

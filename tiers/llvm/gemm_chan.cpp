@@ -1,0 +1,189 @@
+// The channel-lane path of the blocked GEMM's convolutions (gemm_gen.h, chan()): where an
+// image is small, vectors along its output pixels leave lanes empty (7 x 7 = 49 pixels fill
+// 64 lanes; a 14 x 14 grid of pitch 16 computes 224 values for 196 pixels). Here the lanes
+// run along the output channels instead, as in the blocked channel layouts (NCHWc) of the
+// CPU runtimes, with the tensors left as they are (NCHW):
+//
+//   for each tile of CT = 2 VW output channels of the block:
+//     pack A's rows of the tile transposed: Ap[k][CT] (zero past the block's last row)
+//     for each run of R output pixels of the block:            R x 2 vector accumulators
+//       for each depth index k = (c, i, j):
+//         w0, w1 = Ap[k][0:VW], Ap[k][VW:2 VW]
+//         for each pixel r: b = broadcast(grid[c][tap (i, j) of pixel r]); acc[r] += b * (w0, w1)
+//       the accumulators, transposed through the stack tile, into the epilogue
+//
+// The grid is grid()'s: the image for a dense 1x1 conv, else the phase planes of the block's
+// input rows; each pixel of a run has its own base in it, so a run crosses output rows
+// freely and no pixel is computed for nothing (the last run repeats its last pixel, not
+// stored). A is packed on every call (a transposing copy of og x k values; the product
+// reads each of them npix times).
+#include "tiers/llvm/gemm_gen.h"
+
+namespace kiln::tiers::llvm_tier::gemm_detail {
+
+namespace {
+
+std::int64_t bound_value(Value* v) {
+    auto* k = llvm::dyn_cast<llvm::ConstantInt>(v);
+    return k ? k->getSExtValue() : -1;
+}
+
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+std::int64_t GemmGen::chan_run() {
+    // Bound dims, f32 in 512-bit vectors, operands of the compute type, A packed by the
+    // runtime in whole row blocks of tiles, a conv that is not depthwise and that grid()
+    // would run.
+    const std::int64_t CT = 2 * vw_;
+    if (!h_.im2col || h_.a_packed < 0 || vw_ * es_ != 64 || es_ != 4 || widened_a() || widened_b()) return 0;
+    const kir::Derived& d = kern_.derived[static_cast<std::size_t>(h_.a_packed)];
+    const std::int64_t npix = bound_value(n_), k = bound_value(k_dim_), khw = bound_value(im_khw_), og = bound_value(m_);
+    const std::int64_t ow = bound_value(im_ow_);
+    auto* applies = llvm::dyn_cast<llvm::ConstantInt>(grid_applies());
+    if (npix < 1 || k < 1 || khw < 1 || og < CT || ow < 1 || npix % ow != 0 || k == khw || !applies || !applies->isOne())
+        return 0;
+    if (d.lanes != CT || d.rows != og || d.cols != k || (h_.row_block < og && h_.row_block % CT != 0)) return 0;
+    // A run: R pixels of one output row (ow of them where ow <= kMaxChanRun, else the R in
+    // [kMinChanRun, kMaxChanRun] that computes the fewest).
+    std::int64_t run = ow, best = ow;
+    if (ow > kMaxChanRun) {
+        run = 0;
+        for (std::int64_t r = kMaxChanRun; r >= kMinChanRun; --r)
+            if (run == 0 || round_up(ow, r) < best) {
+                run = r;
+                best = round_up(ow, r);
+            }
+    }
+    // Cycles per image, roughly: pixel lanes run row tiles of MR rows over strips of NR grid
+    // pixels, K * MR * NV vector FMAs and a short epilogue each; channel lanes tiles of 2 VW
+    // rows over runs of R pixels, K * 2 R FMAs each, and their transposes and epilogue of
+    // 2 VW rows (~500 cycles: mobilenet_v2's 64 -> 384 1x1 at 14 x 14 ran 5-10% slower on
+    // channel lanes, 1 thread, AMD EPYC Zen 4).
+    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
+    const bool dense = dense_c && dense_c->isOne();
+    const std::int64_t pitch = dense || exact_planes() ? ow : bound_value(grid_pitch());
+    if (pitch < 1) return 0;
+    const std::int64_t oh = npix / ow, rows = h_.row_block < og ? h_.row_block : og, blocks = (og + rows - 1) / rows;
+    const double pixel = double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
+                         double(k * mr_ * nv_ + 60);
+    const double chan = double(blocks * round_up(rows, CT) / CT) * double(oh * best / run) * double(k * 2 * run + 500);
+    return chan <= 0.95 * pixel ? run : 0;
+}
+
+void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    const std::int64_t R = chan_run(), CT = 2 * vw_;
+    const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
+    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
+    const bool dense = dense_c && dense_c->isOne();
+    const GridGeo geo = grid_geo(j0, j1);
+    const std::int64_t phases = phase_rows() * plane_cols();
+    Value* slack = b_.CreateAdd(i64(CT), b_.CreateMul(geo.wq, i64(2)));
+    // The planes (not for a dense conv: its grid is the image).
+    Value* scratch = dense ? nullptr
+                           : this->scratch(b_.CreateMul(
+                                 b_.CreateAdd(b_.CreateMul(b_.CreateMul(geo.cin, i64(phases)), geo.plane), slack), i64(es_)));
+    auto body = [&] {
+        if (!dense) phase_planes(xb, scratch, geo.cin, geo.ya, geo.q_rows, geo.wq, slack);
+        Value* buf = dense ? xb : scratch;
+        // A's packed tiles of this batch entry's group: a_offset = group * og * k.
+        Value* tiles = b_.CreateSDiv(b_.CreateAdd(m_, i64(CT - 1)), i64(CT));
+        Value* grp = b_.CreateSDiv(em_.index(h_.a_offset), b_.CreateMul(m_, k_dim_));
+        Value* packed = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.a_packed);
+        Value* cstride = dense ? n_ : b_.CreateMul(geo.plane, i64(phases));  // one input channel's planes
+        Value* kh = b_.CreateSDiv(im_khw_, im_kw_);
+        Value* y0 = b_.CreateSDiv(j0, im_ow_);
+        Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
+        auto accp = [&](std::int64_t i) {
+            return b_.CreateConstInBoundsGEP2_64(cacc_t_->getAllocatedType(), cacc_t_, 0, static_cast<std::uint64_t>(i));
+        };
+        loop(i64(0), rows, i64(CT), "chan.rt", [&](Value* rt) {
+            Value* count = smin(i64(CT), b_.CreateSub(rows, rt));
+            Value* row0 = b_.CreateAdd(i0, rt);
+            Value* tile = b_.CreateAdd(b_.CreateMul(grp, tiles), b_.CreateSDiv(row0, i64(CT)));
+            Value* ap = elem(packed, b_.CreateMul(tile, b_.CreateMul(k_dim_, i64(CT))));
+            // The next tile's packed rows come in during this tile's runs (A is cold in a
+            // model: its other layers evict it), a depth index at a time; past the buffer's
+            // end for the last tile (a prefetch does not fault).
+            Value* ap_next = b_.CreateGEP(t_, ap, b_.CreateMul(k_dim_, i64(CT)));
+            loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
+                Value* yo = b_.CreateMul(y, im_ow_);
+                Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
+                Value* xe = smin(im_ow_, b_.CreateSub(j1, yo));
+                loop(xs, xe, i64(R), "chan.x", [&](Value* xa) {
+                    // The run [x0, x0 + R) ends inside the row; it stores [xa, min(xa + R, xe)).
+                    Value* x0 = smin(xa, b_.CreateSub(im_ow_, i64(R)));
+                    Value* g = dense ? b_.CreateAdd(yo, x0)
+                                     : b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
+                    Value* base = elem(buf, g);
+                    Value* zero = llvm::ConstantAggregateZero::get(vt_);
+                    for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
+                    loop(i64(0), geo.cin, i64(1), "chan.ci", [&](Value* ci) {
+                        Value* pc = elem(base, b_.CreateMul(ci, cstride));
+                        Value* kci = b_.CreateMul(ci, im_khw_);
+                        taps(kh, "chan.i", 1, [&](Value* i) {
+                            taps(im_kw_, "chan.j", 1, [&](Value* j) {
+                                Value* bp = dense ? pc : tap_at(pc, i, j, geo.plane, geo.wq);
+                                Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
+                                Value* wrow = elem(ap, b_.CreateMul(k, i64(CT)));
+                                Value* pf = b_.CreateGEP(t_, ap_next, b_.CreateMul(k, i64(CT)));
+                                for (std::int64_t off = 0; off < CT * es_; off += 64)
+                                    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf->getType()},
+                                                       {b_.CreateGEP(b_.getInt8Ty(), pf, i64(off)), b_.getInt32(0),
+                                                        b_.getInt32(3), b_.getInt32(1)});
+                                Value* w0 = b_.CreateAlignedLoad(vt_, wrow, va);
+                                Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), va);
+                                for (std::int64_t r = 0; r < R; ++r) {
+                                    Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
+                                    Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), x);
+                                    for (int v = 0; v < 2; ++v) {
+                                        Value* p = accp(2 * r + v);
+                                        Value* acc = b_.CreateAlignedLoad(vt_, p, va);
+                                        b_.CreateAlignedStore(
+                                            b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, v ? w1 : w0, acc}), p, va);
+                                    }
+                                }
+                            });
+                        });
+                    }, true);
+                    // Transposed in registers into the stack tile: row c (a channel) holds
+                    // the run's pixels, VW apart, for the epilogue's vector loops.
+                    for (int v = 0; v < 2; ++v) {
+                        std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
+                        for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
+                        transpose(sq);
+                        for (int c = 0; c < vw_; ++c)
+                            b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(tile_, i64((v * vw_ + c) * vw_)), va);
+                    }
+                    Value* n = b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa);
+                    epilogue(elem(tile_, b_.CreateSub(xa, x0)), vw_, row0, count, b_.CreateAdd(yo, xa), n);
+                }, true);
+            }, true);
+        });
+    };
+    if (dense) return body();
+    if_else(b_.CreateIsNull(scratch), [&] { mark_failed(); }, body);
+}
+
+void GemmGen::transpose(std::vector<Value*>& m) {
+    // Stage k swaps bit k of the row index with bit k of the lane index: lanes with the bit
+    // clear stay in row i and take row j's lanes with it clear, and the other way round.
+    const int w = vw_;
+    for (int bit = 1; bit < w; bit *= 2)
+        for (int i = 0; i < w; ++i) {
+            if (i & bit) continue;
+            const int j = i | bit;
+            std::vector<int> lo(static_cast<std::size_t>(w)), hi(static_cast<std::size_t>(w));
+            for (int l = 0; l < w; ++l) {
+                lo[static_cast<std::size_t>(l)] = (l & bit) ? w + (l ^ bit) : l;
+                hi[static_cast<std::size_t>(l)] = (l & bit) ? w + l : (l ^ bit);
+            }
+            Value* a = m[static_cast<std::size_t>(i)];
+            Value* b = m[static_cast<std::size_t>(j)];
+            m[static_cast<std::size_t>(i)] = b_.CreateShuffleVector(a, b, lo);
+            m[static_cast<std::size_t>(j)] = b_.CreateShuffleVector(a, b, hi);
+        }
+}
+
+}  // namespace kiln::tiers::llvm_tier::gemm_detail
