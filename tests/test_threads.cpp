@@ -193,3 +193,29 @@ TEST_CASE("threads: several Functions loaded and called concurrently from one En
     CHECK(es.calls == 40);
     for (int t = 0; t < 4; ++t) CHECK(functions[t].stats().calls == 10);
 }
+
+TEST_CASE("threads: 8 threads' first compiled calls of a conv whose weights are packed once (kir::Derived) agree") {
+    // A 7 x 7 conv of 64 channels: its constant weights get a packed copy, made by the first
+    // compiled call of whichever thread comes first while the others wait for it.
+    using namespace kiln;
+    Tensor w = Tensor::randn({64, 40, 3, 3}, 31), b = Tensor::randn({64}, 32);
+    Graph g = trace("packed_conv", {arg("x", DType::f32, {1, 40, 7, 7})}, [&](const std::vector<Var>& in) {
+        return std::vector<Var>{relu(conv2d(in[0], w, b, {1, 1}, {1, 1}, {1, 1}, 1))};
+    });
+    Function fi = Engine(ref::interp_options()).load(g);
+    Function fj = Engine(ref::tier2_options()).load(g);
+    Tensor x = Tensor::randn({1, 40, 7, 7}, 33);
+    const Tensor expected = fi({x})[0];
+    for (int i = 0; i < 2; ++i) CHECK(ref::max_rel_diff(fj({x})[0], expected) < 1e-4);  // tier 0; the compile
+    std::atomic<int> ready{0}, bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t)
+        ts.emplace_back([&] {
+            ready.fetch_add(1);
+            while (ready.load() < 8) std::this_thread::yield();
+            if (!(ref::max_rel_diff(fj({x})[0], expected) < 1e-4)) bad.fetch_add(1);
+        });
+    for (auto& t : ts) t.join();
+    CHECK(bad.load() == 0);
+    CHECK(fj.stats().calls_by_tier[2] >= 8);
+}

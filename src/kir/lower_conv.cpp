@@ -24,10 +24,11 @@ constexpr std::int64_t kRowBlock = limits::conv_row_block;
 constexpr std::int64_t kColBlock = limits::conv_col_block;
 constexpr std::int64_t kDwColBlock = limits::conv_dw_col_block;
 // Weights packed for channel lanes (see lower_conv): the channels of a tile (two AVX-512
-// vectors of f32), and the most output pixels of an image for which they are packed (beyond
-// 32 x 32 the pixels fill vectors along them well: the packed copy would go unused).
+// vectors of f32), and the most output pixels of an image for which they are packed (from
+// 28 x 28 on, vectors along the pixels waste few lanes and the LLVM tier's cost model keeps
+// them: the copy, as large as the weights, would go unused).
 constexpr std::int64_t kPackLanes = 32;
-constexpr std::int64_t kPackPixels = 1024;
+constexpr std::int64_t kPackPixels = 256;
 
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
