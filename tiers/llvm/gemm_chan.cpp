@@ -2,21 +2,22 @@
 // image is small, vectors along its output pixels leave lanes empty (7 x 7 = 49 pixels fill
 // 64 lanes; a 14 x 14 grid of pitch 16 computes 224 values for 196 pixels). Here the lanes
 // run along the output channels instead, as in the blocked channel layouts (NCHWc) of the
-// CPU runtimes, with the tensors left as they are (NCHW):
+// CPU runtimes, with the tensors left as they are (NCHW) and the weights packed once per
+// function by the runtime (kir::Derived: tiles of CT = 2 VW channels, transposed):
 //
-//   for each tile of CT = 2 VW output channels of the block:
-//     pack A's rows of the tile transposed: Ap[k][CT] (zero past the block's last row)
-//     for each run of R output pixels of the block:            R x 2 vector accumulators
+//   for each tile of CT output channels of the block:
+//     for each run of R pixels of one output row:               R x 2 vector accumulators
 //       for each depth index k = (c, i, j):
 //         w0, w1 = Ap[k][0:VW], Ap[k][VW:2 VW]
 //         for each pixel r: b = broadcast(grid[c][tap (i, j) of pixel r]); acc[r] += b * (w0, w1)
-//       the accumulators, transposed through the stack tile, into the epilogue
+//       the accumulators, transposed in registers into the stack tile, into the epilogue
 //
 // The grid is grid()'s: the image for a dense 1x1 conv, else the phase planes of the block's
-// input rows; each pixel of a run has its own base in it, so a run crosses output rows
-// freely and no pixel is computed for nothing (the last run repeats its last pixel, not
-// stored). A is packed on every call (a transposing copy of og x k values; the product
-// reads each of them npix times).
+// input rows; a run's pixels are consecutive in it (one base, constant offsets). The last
+// run of a row starts early enough to end at the row's end and stores only its new pixels.
+// 512-bit vectors only: with AVX2's 16 registers (runs of at most 6 pixels, tiles of 16
+// channels) the path ran 10-25% slower than the pixel lanes (resnet18's 512-channel 3x3 at
+// 7 x 7, mobilenet_v2's 320 -> 1280 1x1 at 7 x 7; 1 thread, AMD EPYC Zen 4).
 #include "tiers/llvm/gemm_gen.h"
 
 namespace kiln::tiers::llvm_tier::gemm_detail {
@@ -103,10 +104,6 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
             Value* row0 = b_.CreateAdd(i0, rt);
             Value* tile = b_.CreateAdd(b_.CreateMul(grp, tiles), b_.CreateSDiv(row0, i64(CT)));
             Value* ap = elem(packed, b_.CreateMul(tile, b_.CreateMul(k_dim_, i64(CT))));
-            // The next tile's packed rows come in during this tile's runs (A is cold in a
-            // model: its other layers evict it), a depth index at a time; past the buffer's
-            // end for the last tile (a prefetch does not fault).
-            Value* ap_next = b_.CreateGEP(t_, ap, b_.CreateMul(k_dim_, i64(CT)));
             loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
                 Value* yo = b_.CreateMul(y, im_ow_);
                 Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
@@ -127,13 +124,8 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                                 Value* bp = dense ? pc : tap_at(pc, i, j, geo.plane, geo.wq);
                                 Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
                                 Value* wrow = elem(ap, b_.CreateMul(k, i64(CT)));
-                                Value* pf = b_.CreateGEP(t_, ap_next, b_.CreateMul(k, i64(CT)));
-                                for (std::int64_t off = 0; off < CT * es_; off += 64)
-                                    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf->getType()},
-                                                       {b_.CreateGEP(b_.getInt8Ty(), pf, i64(off)), b_.getInt32(0),
-                                                        b_.getInt32(3), b_.getInt32(1)});
-                                Value* w0 = b_.CreateAlignedLoad(vt_, wrow, va);
-                                Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), va);
+                                Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
+                                Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea);
                                 for (std::int64_t r = 0; r < R; ++r) {
                                     Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
                                     Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), x);

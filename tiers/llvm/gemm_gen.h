@@ -32,9 +32,11 @@ inline constexpr std::int64_t kStreamCols = 512;  // columns per call of the row
 // Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
 // fewer input rows read twice by consecutive calls; the stack buffer holds them.
 inline constexpr std::int64_t kDwCols = 2048;
-inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;
-inline constexpr std::int64_t kMaxChanRun = 14;  // chan(): the most output pixels of a tile (2 R + 3 registers)
-inline constexpr std::int64_t kMinChanRun = 8;  // blocks of at most these rows stream B
+inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of at most these rows stream B
+// chan(): the most output pixels of a register tile (2 R accumulators, 2 vectors of A and a
+// broadcast in AVX-512's 32 registers), and the fewest where a row is longer.
+inline constexpr std::int64_t kMaxChanRun = 14;
+inline constexpr std::int64_t kMinChanRun = 8;
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
 class GemmGen {
@@ -290,7 +292,7 @@ private:
     // columns [j0, j1) (output pixels), with the vector lanes along the channels, for
     // images whose pixels would fill the lanes of grid() poorly. chan_run(): its pixels per
     // register tile where it applies (bound dims, f32 in 512-bit vectors, and fewer vector
-    // FMAs than grid() by at least 8%, the packing of A counted), else 0.
+    // cycles than grid() by at least 5%), else 0.
     std::int64_t chan_run();
     void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
     // Transposes VW vectors of VW lanes in place: m[c][r] = m[r][c] (shuffles).
