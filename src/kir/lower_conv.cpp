@@ -181,14 +181,8 @@ void lower_conv(Lowering& L) {
     }
     h.im2col = std::move(im);
     if (pack_a) {
-        Derived d;
-        d.source = wbuf;
-        d.groups = groups;
-        d.rows = og_c;
-        d.cols = k_c;
-        d.lanes = kPackLanes;
         h.a_packed = static_cast<int>(L.k.derived.size());
-        L.k.derived.push_back(d);
+        L.k.derived.push_back(Derived{wbuf, groups, og_c, k_c, kPackLanes});
     }
     L.k.matmul = std::move(h);
 }
