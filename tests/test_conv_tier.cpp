@@ -14,6 +14,7 @@
 #include "src/kir/eval.h"
 #include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
+#include "src/cpu/gemm.h"
 
 #if defined(KILN_HAVE_LLVM)
 #include "tiers/llvm/llvm_tier.h"
@@ -116,6 +117,64 @@ TEST_CASE("conv tier: symbolic batch and image size, specialised then generic, r
         }
         ref::check_tier2(fj.stats(), "conv");
     }
+}
+
+TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived), and only code that reads them asks for them") {
+    // A 3x3 of 40 -> 64 channels at 7 x 7: two tiles of 32 channels, each transposed.
+    ConvCase c;
+    c.c = 40;
+    c.o = 64;
+    c.h = c.w = 7;
+    c.pad = {1, 1};
+    Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
+    const ir::Graph& ig = *g.impl();
+    const auto plan = jit::lower_function(g.impl());
+    REQUIRE(plan->groups.size() == 1);
+    const auto& k = plan->groups[0]->kernel;
+    REQUIRE(k.has_value());
+    REQUIRE(k->derived.size() == 1);
+    const kir::Derived& d = k->derived[0];
+    CHECK(k->matmul->a_packed == 0);
+    CHECK(d.source == k->matmul->a);
+    CHECK(d.groups == 1);
+    CHECK(d.rows == 64);
+    CHECK(d.cols == 40 * 9);
+    CHECK(d.lanes == 32);
+    // The layout, against the weights element by element.
+    const auto wv = static_cast<std::size_t>(plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
+    const Tensor& w = ig.nodes[wv].value;
+    REQUIRE(w.numel() == d.rows * d.cols);
+    std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
+    kir::fill_derived(d, DType::f32, w.data(), packed.data());
+    const auto* wp = static_cast<const float*>(w.data());
+    int wrong = 0;
+    for (std::int64_t r = 0; r < d.rows; ++r)
+        for (std::int64_t col = 0; col < d.cols; ++col)
+            wrong += packed[static_cast<std::size_t>(((r / 32) * d.cols + col) * 32 + r % 32)] != wp[r * d.cols + col];
+    CHECK(wrong == 0);
+    // Many channels or a large image: no copy.
+    ConvCase big = c;
+    big.h = big.w = 20;
+    CHECK(jit::lower_function(make_graph(big, {1, 40, 20, 20}).impl())->groups[0]->kernel->derived.empty());
+    ConvCase few = c;
+    few.o = 16;
+    CHECK(jit::lower_function(make_graph(few, {1, 40, 7, 7}).impl())->groups[0]->kernel->derived.empty());
+#if defined(KILN_HAVE_LLVM)
+    // The LLVM tier's channel lanes read the copy with 512-bit vectors only.
+    if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) {
+        auto tier = tiers::make_llvm_tier();
+        auto wide = tier->compile(*k, {});
+        REQUIRE(wide.kernel);
+        CHECK(wide.kernel->reads_derived());
+        tiers::set_llvm_gemm_vector_bytes(32);
+        auto narrow = tier->compile(*k, {});
+        tiers::set_llvm_gemm_vector_bytes(0);
+        REQUIRE(narrow.kernel);
+        CHECK_FALSE(narrow.kernel->reads_derived());
+    } else {
+        MESSAGE("skipped the channel-lane check: the kernels' instruction set is not AVX-512");
+    }
+#endif
 }
 
 TEST_CASE("conv tier: every micro-kernel width") {

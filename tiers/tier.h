@@ -105,6 +105,9 @@ public:
     // the kernel could not get its scratch memory (it then did no work: never a wrong answer).
     virtual void launch(const LaunchArgs& args) const = 0;
     virtual std::size_t code_bytes() const = 0;
+    // Whether the code reads the kernel's derived buffers (kir::Derived, passed after its
+    // outputs): the runtime makes them only for code that does.
+    virtual bool reads_derived() const { return false; }
 };
 
 // Code for the host: one function called over index ranges; launch() splits [0, extent) by

@@ -90,9 +90,10 @@ public:
     // The tier-up policy's state, set by the tier manager when it takes the group.
     std::shared_ptr<TierUpState> tierup;
 
-    // The kernel's derived buffers (kir::Derived), made on first use from `buffers` (the
-    // call's buffers: the sources are input buffers that hold graph constants, the same on
-    // every call) and kept with the group; their addresses are appended to `buffers`.
+    // The kernel's derived buffers (kir::Derived), made at the first call of code that reads
+    // them (CompiledKernel::reads_derived) from `buffers` (the call's buffers: the sources
+    // are input buffers that hold graph constants, the same on every call) and kept with the
+    // group; their addresses are appended to `buffers`.
     void add_derived(std::vector<void*>& buffers) const;
 
 private:

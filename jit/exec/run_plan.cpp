@@ -270,7 +270,7 @@ void CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
             s_.val[id] = &s_.owned[id];
         }
     }
-    if (!k.derived.empty()) gr.add_derived(s_.buffers);  // after the outputs (kir::Derived)
+    if (!k.derived.empty() && v.code->reads_derived()) gr.add_derived(s_.buffers);  // after the outputs (kir::Derived)
     tiers::LaunchArgs a;
     a.buffers = s_.buffers.data();
     a.params = s_.params.data();

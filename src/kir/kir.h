@@ -211,8 +211,9 @@ struct MatmulHint {
 };
 
 // A copy of a constant input buffer in another layout, which the runtime makes once per
-// function (its source holds a graph constant, so it never changes) and passes after the
-// kernel's outputs: buffers[buffers.size() + i] is derived[i]. A backend may read it instead
+// function for code that reads it (tiers::CompiledKernel::reads_derived; its source holds a
+// graph constant, so it never changes) and passes after the kernel's outputs:
+// buffers[buffers.size() + i] is derived[i]. A backend may read it instead
 // of the source; the loop nest never does. The one layout: `source` read as `groups`
 // matrices of `rows` x `cols` (row-major), each cut into tiles of `lanes` rows, each tile
 // stored transposed (cols x lanes, zero past the last row):

@@ -40,10 +40,13 @@ public:
     // ---- KernelEmitter (for the blocked GEMM of matmul kernels) ----
     llvm::IRBuilderBase& builder() override { return b_; }
     llvm::Function* function() override { return fn_; }
+    bool reads_derived() const { return reads_derived_; }
     Value* buffer_ptr(int id) override {
         // Past the buffers: the derived ones (kir::Derived), loaded after them.
-        if (id >= 0 && static_cast<std::size_t>(id) >= k_.buffers.size() && static_cast<std::size_t>(id) < bufs_.size())
+        if (id >= 0 && static_cast<std::size_t>(id) >= k_.buffers.size() && static_cast<std::size_t>(id) < bufs_.size()) {
+            reads_derived_ = true;
             return bufs_[static_cast<std::size_t>(id)];
+        }
         buffer(id);
         return bufs_[static_cast<std::size_t>(id)];
     }
@@ -471,6 +474,7 @@ private:
     OpEmitter ops_{b_, m_};
     llvm::Function* fn_ = nullptr;
     std::vector<Value*> bufs_, params_, vars_;
+    bool reads_derived_ = false;  // the code took a derived buffer's pointer (buffer_ptr)
     std::vector<llvm::MDNode*> scope_, noalias_;
     std::vector<llvm::AllocaInst*> temps_;
     std::vector<char> never_nan_;  // per temp: never holds NaN (find_nan_temps)
@@ -480,9 +484,11 @@ private:
 
 }  // namespace
 
-void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
+bool emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module) {
-    Gen(kernel, spec, module).run(target, fn_name);
+    Gen gen(kernel, spec, module);
+    gen.run(target, fn_name);
+    return gen.reads_derived();
 }
 
 }  // namespace kiln::tiers::llvm_tier

@@ -111,8 +111,9 @@ void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
                    const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept;
 
-// Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
-void emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
+// Returns whether the code reads the kernel's derived buffers (kir::Derived). Throws
+// CodegenError (only from Kiln's own code: no LLVM callback is involved).
+bool emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module);
 
 }  // namespace kiln::tiers::llvm_tier

@@ -108,7 +108,6 @@ void GemmGen::run(Value* begin, Value* end) {
     // the filter's taps; SROA turns them into vector registers.
     dacc_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(mr_ * nv_)), nullptr, "grid.acc");
     dacc_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
-
     if (h_.im2col) {
         geo_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), 12), nullptr, "dw.geo");
         geo_->setAlignment(llvm::Align(8));
@@ -478,14 +477,14 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         });
 }
 
-void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols, std::int64_t cs) {
+void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
     const llvm::Align ea(static_cast<std::uint64_t>(es_));
     loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
         em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
         Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
         llvm::Instruction* br = loop_by(i64(0), cols, "epi.c", [&](Value* c) {
             em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
-            em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, cs == 1 ? c : b_.CreateMul(c, i64(cs))), ea));
+            em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
             return i64(1);
         });
         // A row of at most a few vectors (a tile's row, a run of a grid strip): vectors of

@@ -396,7 +396,7 @@ private:
     // The epilogue of rows [row0, row0 + rows) and columns [col0, col0 + cols) of C, whose
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
     // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
-    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols, std::int64_t cs = 1);
+    void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
     // The same over rows of up to hundreds of columns (stream()'s and the depthwise paths'
     // buffers): each row in pieces of two vectors with a bound count, then its last columns.
     void long_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);

@@ -258,10 +258,12 @@ void dump(const LlvmTierOptions& opt, const std::string& kernel_name, llvm::Modu
 // again while an evicted copy is still running. Removing the JITDylib frees the code.
 class LlvmKernel final : public HostKernel {
 public:
-    LlvmKernel(orc::JITDylib* jd, KernelFn fn, std::size_t bytes) : jd_(jd), fn_(fn), bytes_(bytes) {}
+    LlvmKernel(orc::JITDylib* jd, KernelFn fn, std::size_t bytes, bool reads_derived)
+        : jd_(jd), fn_(fn), bytes_(bytes), reads_derived_(reads_derived) {}
     ~LlvmKernel() override { remove_dylib(jd_); }
     KernelFn entry() const override { return fn_; }
     std::size_t code_bytes() const override { return bytes_; }
+    bool reads_derived() const override { return reads_derived_; }
 
     static void remove_dylib(orc::JITDylib* jd) {
         if (llvm::Error err = jit().lljit->getExecutionSession().removeJITDylib(*jd)) llvm::consumeError(std::move(err));
@@ -271,6 +273,7 @@ private:
     orc::JITDylib* jd_;
     KernelFn fn_;
     std::size_t bytes_;
+    bool reads_derived_;
 };
 
 // A fresh JITDylib for one kernel ("kiln.<n>"), with the run-time support of tier.h bound.
@@ -293,7 +296,7 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
 }
 
 // Looks `symbol` up in `jd` (materialising what was added to it) and wraps the code.
-CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink) {
+CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink, bool reads_derived) {
     t_object_sink = &sink;
     auto addr = j.lljit->lookup(jd, symbol);
     t_object_sink = nullptr;
@@ -302,7 +305,7 @@ CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, Objec
         LlvmKernel::remove_dylib(&jd);
         return {nullptr, Bailout::backend_error, msg, 0.0};
     }
-    auto k = std::make_shared<LlvmKernel>(&jd, addr->toPtr<KernelFn>(), sink.bytes);
+    auto k = std::make_shared<LlvmKernel>(&jd, addr->toPtr<KernelFn>(), sink.bytes, reads_derived);
     return {std::move(k), Bailout::none, {}, 0.0};
 }
 
@@ -363,7 +366,7 @@ private:
         auto mod = std::make_unique<llvm::Module>(fn_name, *ctx);
         mod->setDataLayout(tm->createDataLayout());
         mod->setTargetTriple(tm->getTargetTriple().str());
-        llvm_tier::emit_kernel(kernel, spec, j.target, fn_name, *mod);  // throws CodegenError
+        const bool reads_derived = llvm_tier::emit_kernel(kernel, spec, j.target, fn_name, *mod);  // throws CodegenError
 
         std::string verr;
         llvm::raw_string_ostream vos(verr);
@@ -379,7 +382,7 @@ private:
             return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
         }
         ObjectSink sink;
-        CompileResult r = finish(j, *jd, fn_name, sink);
+        CompileResult r = finish(j, *jd, fn_name, sink, reads_derived);
         if (r.kernel) {
             r.object = std::move(sink.object);
             r.symbol = fn_name;
@@ -402,7 +405,8 @@ private:
             return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
         }
         ObjectSink sink;
-        return finish(j, *jd, symbol, sink);
+        // Whether a persisted object reads derived buffers is not recorded: assume it does.
+        return finish(j, *jd, symbol, sink, true);
     }
 
     LlvmTierOptions opt_;
