@@ -27,14 +27,16 @@ constexpr std::int64_t kGridWholeBytes = 256 * 1024;
 // 14 of them (stride-2 3 x 3 of resnet18, 64 -> 128 at 56 x 56: 1.46 -> 1.18 ms; its 7 x 7
 // stem 2.75 -> 2.47 ms; stride 1 unchanged; 1 thread, AMD EPYC Zen 4).
 constexpr std::int64_t kUnrolledTaps = 25;
-// micro_grid() on a dense 1x1 conv's image, of a depth of at least kGridPrefetchDepth: the
-// lines of this many strips ahead of its own in each input channel's row are prefetched.
-// The tile reads its B as one short run per input channel, rows of the image apart: more
-// streams than the hardware prefetchers follow, and in a model of large images the image
-// comes from L3 or memory. squeezenet's 64 -> 16 1x1 at 55 x 55, batch 8, 1 thread, AMD EPYC
-// Zen 4: 0.70 -> 0.49 ms (512-bit), 1.30 -> 0.59 ms (256-bit); 16 -> 64 (depth 16, one
-// row per prefetcher stream) and grids of phase planes (written just before: in cache) were
-// no faster, so they go without.
+// micro_grid() on a dense 1x1 conv's image, of a depth of at least kGridPrefetchDepth and
+// larger than kGridWholeBytes: the lines of this many strips ahead of its own in each input
+// channel's row are prefetched. The tile reads its B as one short run per input channel,
+// rows of the image apart: more streams than the hardware prefetchers follow, and in a model
+// of large images the image comes from L3 or memory. squeezenet's 64 -> 16 1x1 at 55 x 55,
+// batch 8, 1 thread, AMD EPYC Zen 4: 0.87 -> 0.63 ms (512-bit), 1.30 -> 0.58 ms (256-bit);
+// mobilenet_v2's 32 -> 16 at 112 x 112, batch 8: 2.52 -> 2.00 ms (256-bit: 3.06 -> 2.27).
+// Depth 16 (16 -> 64: a stream per row that the prefetchers follow), grids of phase planes
+// (written just before: in cache) and small images (64 -> 384 at 14 x 14: 5% slower) go
+// without.
 constexpr std::int64_t kGridPrefetchStrips = 2;
 constexpr std::int64_t kGridPrefetchDepth = 32;
 
@@ -437,7 +439,9 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
     const std::int64_t pf_bytes = khw_c ? mr_ * khw_c->getSExtValue() * static_cast<std::int64_t>(dtype_size(da_)) : 0;
     auto* dense = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
     auto* depth = llvm::dyn_cast<llvm::ConstantInt>(k_dim_);
-    const bool ahead = dense && dense->isOne() && (!depth || depth->getSExtValue() >= kGridPrefetchDepth);
+    auto* pixels = llvm::dyn_cast<llvm::ConstantInt>(n_);
+    const bool ahead = dense && dense->isOne() && (!depth || depth->getSExtValue() >= kGridPrefetchDepth) &&
+                       (!depth || !pixels || depth->getSExtValue() * pixels->getSExtValue() * es_ > kGridWholeBytes);
     loop(i64(0), cin, i64(1), "grid.ci", [&](Value* ci) {
         if (st.pf && pf_bytes > 0) {
             Value* at = b_.CreateGEP(b_.getInt8Ty(), st.pf, b_.CreateMul(ci, i64(pf_bytes)));
