@@ -173,6 +173,10 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 64; c.o = 64; c.groups = 2; c.h = 6; c.w = 6; c.pad = {1, 1}; c.n = 2; c.epi = 2; });
     add([](ConvCase& c) { c.c = 64; c.o = 32; c.h = 13; c.w = 13; c.pad = {1, 1}; c.epi = 1; });
     add([](ConvCase& c) { c.c = 256; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
+    // A dense 1x1 over an image larger than the grid kept in L2, of depth 40: its tiles
+    // prefetch the strips ahead (gemm_conv.cpp, kGridPrefetchStrips), the last strip of
+    // each channel past the image; 19 output channels leave a partial row tile.
+    add([](ConvCase& c) { c.c = 40; c.o = 19; c.h = 45; c.w = 43; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 1; });
     add([](ConvCase& c) { c.c = 8; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
     return v;
 }
