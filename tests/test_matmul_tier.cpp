@@ -280,19 +280,72 @@ TEST_CASE("matmul tier: f16 and bf16 operands (widened to f32 on packing, rounde
     }
 }
 
+TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns (kir::Derived), which tier 2 reads at every width") {
+    // K = 300: two depth blocks; N = 75: two whole panels and one of 11 columns, zero padded.
+    const std::int64_t K = 300, N = 75;
+    Graph g = make_graph(DType::f32, {dyn("M"), K}, K, N, Epi::bias_relu, false);
+    const auto plan = jit::lower_function(g.impl());
+    REQUIRE(plan->groups.size() == 1);
+    const auto& k = plan->groups[0]->kernel;
+    REQUIRE(k.has_value());
+    REQUIRE(k->derived.size() == 1);
+    const kir::Derived& d = k->derived[0];
+    CHECK(k->matmul->b_packed == 0);
+    CHECK(k->matmul->a_packed == -1);
+    CHECK(d.source == k->matmul->b);
+    CHECK(d.transposed);
+    CHECK(d.rows == N);
+    CHECK(d.cols == K);
+    CHECK(d.lanes == 32);
+    // The layout, against W element by element, and the padding columns zero.
+    const auto wv = static_cast<std::size_t>(plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
+    const Tensor& w = g.impl()->nodes[wv].value;
+    REQUIRE(w.numel() == K * N);
+    std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
+    REQUIRE(packed.size() == static_cast<std::size_t>(3 * 32 * K));
+    kir::fill_derived(d, DType::f32, w.data(), packed.data());
+    const auto* wp = static_cast<const float*>(w.data());
+    int wrong = 0;
+    for (std::int64_t n = 0; n < 96; ++n)
+        for (std::int64_t kk = 0; kk < K; ++kk)
+            wrong += packed[static_cast<std::size_t>(((n / 32) * K + kk) * 32 + n % 32)] != (n < N ? wp[kk * N + n] : 0.0f);
+    CHECK(wrong == 0);
+    // f64, and a run-time B: no copy.
+    CHECK(jit::lower_function(make_graph(DType::f64, {dyn("M"), K}, K, N, Epi::none, false).impl())->groups[0]->kernel->derived.empty());
+    CHECK(jit::lower_function(make_graph(DType::f32, {dyn("M"), K}, K, N, Epi::none, true).impl())->groups[0]->kernel->derived.empty());
+    // Tier 2 reads the copy with every vector width, at batch sizes that stream B through the
+    // rows kernel (1, 2) and that run register tiles (5 and up), against the interpreter.
+    for (int bytes : {16, 32, 64}) {
+        CAPTURE(bytes);
+        tiers::set_llvm_gemm_vector_bytes(bytes);
+        auto tier = tiers::make_llvm_tier();
+        auto code = tier->compile(*k, {});
+        REQUIRE(code.kernel);
+        CHECK(code.kernel->reads_derived());
+        Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
+        for (std::int64_t M : {1, 2, 5, 8, 13, 40}) {
+            CAPTURE(M);
+            compare(fj, fi, {Tensor::randn({M, K}, 40 + static_cast<std::uint64_t>(M))}, 3, tol(DType::f32, K));
+        }
+        CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
+    }
+    tiers::set_llvm_gemm_vector_bytes(0);
+}
+
 TEST_CASE("matmul tier: a GEMM that gets no scratch memory raises std::bad_alloc, and later calls are right") {
-    // K = 600 > KC and N = 300: the packed panels do not fit the stack buffer, so the kernel
-    // asks for the thread's scratch; the hook makes that fail.
-    Graph g = make_graph(DType::f32, {dyn("M"), 600}, 600, 300, Epi::bias_relu, false);
+    // K = 600 > KC and N = 300, B a run-time input (packed on every call): the packed panels
+    // do not fit the stack buffer, so the kernel asks for the thread's scratch; the hook
+    // makes that fail.
+    Graph g = make_graph(DType::f32, {dyn("M"), 600}, 600, 300, Epi::bias_relu, true);
     Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
-    Tensor x = Tensor::randn({97, 600}, 8);
-    compare(fj, fi, {x}, 3, tol(DType::f32, 600));
+    Tensor x = Tensor::randn({97, 600}, 8), w = Tensor::randn({600, 300}, 9);
+    compare(fj, fi, {x, w}, 3, tol(DType::f32, 600));
     REQUIRE(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
     tiers::set_kernel_scratch_limit(0);
-    CHECK_THROWS_AS(fj({x}), std::bad_alloc);
+    CHECK_THROWS_AS(fj({x, w}), std::bad_alloc);
     tiers::set_kernel_scratch_limit(-1);
     const auto before = ref::group_of_kind(fj.stats(), "matmul").compiled_calls;
-    compare(fj, fi, {x}, 2, tol(DType::f32, 600));
+    compare(fj, fi, {x, w}, 2, tol(DType::f32, 600));
     CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls >= before + 2);
 }
 

@@ -12,9 +12,11 @@ GroupRuntime::GroupRuntime(std::size_t i, passes::Group grp, std::optional<kir::
 
 GroupRuntime::~GroupRuntime() = default;
 
-void GroupRuntime::add_derived(std::vector<void*>& buffers) const {
+bool GroupRuntime::add_derived(std::vector<void*>& buffers) const {
     const std::vector<kir::Derived>& ds = kernel->derived;
+    bool fresh = false;
     std::call_once(derived_once_, [&] {
+        fresh = true;
         std::vector<Tensor> made;
         for (const kir::Derived& d : ds) {
             const DType dt = kernel->buffers[static_cast<std::size_t>(d.source)].dtype;
@@ -25,6 +27,7 @@ void GroupRuntime::add_derived(std::vector<void*>& buffers) const {
         derived_ = std::move(made);
     });
     for (const Tensor& t : derived_) buffers.push_back(t.data());
+    return fresh;
 }
 
 const CompiledVersion* select_version(const CodeSet& code, const std::int64_t* params, bool* preferred) {

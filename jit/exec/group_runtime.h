@@ -93,8 +93,9 @@ public:
     // The kernel's derived buffers (kir::Derived), made at the first call of code that reads
     // them (CompiledKernel::reads_derived) from `buffers` (the call's buffers: the sources
     // are input buffers that hold graph constants, the same on every call) and kept with the
-    // group; their addresses are appended to `buffers`.
-    void add_derived(std::vector<void*>& buffers) const;
+    // group; their addresses are appended to `buffers`. True on the call that made them
+    // (whose time is then no measure of the code: run_plan.cpp leaves it untimed).
+    bool add_derived(std::vector<void*>& buffers) const;
 
 private:
     mutable std::once_flag derived_once_;

@@ -162,7 +162,8 @@ public:
 private:
     MemoryPlan make_memory_plan() const;
     std::byte* arena();
-    void run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
+    // Returns true when this call made the group's derived buffers (GroupRuntime::add_derived).
+    bool run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
     // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
     void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
         profiling::GroupProfile& prof = profile_.group(gr.index);
@@ -232,7 +233,7 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
-void CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) {
+bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) {
     const kir::Kernel& k = *gr.kernel;
     const passes::Group& g = gr.group;
     const std::size_t index = gr.index;
@@ -270,12 +271,13 @@ void CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
             s_.val[id] = &s_.owned[id];
         }
     }
-    if (!k.derived.empty() && v.code->reads_derived()) gr.add_derived(s_.buffers);  // after the outputs (kir::Derived)
+    // After the outputs (kir::Derived).
+    const bool made = !k.derived.empty() && v.code->reads_derived() && gr.add_derived(s_.buffers);
     tiers::LaunchArgs a;
     a.buffers = s_.buffers.data();
     a.params = s_.params.data();
     a.extent = kir::eval_index(k.extent, a.params);
-    if (a.extent <= 0) return;
+    if (a.extent <= 0) return made;
     // The group's largest operand (ShapePlan::group_work); a matmul kernel does K
     // multiply-adds per output element (an estimate: it saturates).
     const std::int64_t work = k.matmul ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups")
@@ -286,6 +288,7 @@ void CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
         a.work_per_outer = std::numeric_limits<std::int64_t>::max();
     a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
     v.code->launch(a);
+    return made;
 }
 
 int CallRunner::run() {
@@ -306,7 +309,7 @@ int CallRunner::run() {
         // Timing is sampled (run_plan.h); a trace needs every call's times.
         profiling::GroupProfile& prof = profile_.group(gr.index);
         const std::uint64_t index = prof.calls.fetch_add(1, std::memory_order_relaxed);
-        const std::uint64_t weight = tr ? 1 : timing_weight(index);
+        std::uint64_t weight = tr ? 1 : timing_weight(index);
         const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
         bool done = false, planned = false;
         int ran = 0;  // the tier the group ran on
@@ -324,7 +327,11 @@ int CallRunner::run() {
             if (!code->versions.empty()) {
                 bool preferred = false;  // the tier-1 version, chosen at this signature
                 if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
-                    run_compiled(*v, gr);
+                    // The call that packs the group's constants (kir::Derived) is no measure of
+                    // its code: untimed, so that the policy never compares tiers by it (a
+                    // 784 x 1024 linear's packing made its first tier-2 call several times
+                    // slower than tier 1's, which then kept the signature).
+                    if (run_compiled(*v, gr) && !tr) weight = 0;
                     ran = v->tier;
                     kind = v->tier < 2  ? profiling::CodeKind::baseline
                            : v->generic ? profiling::CodeKind::generic

@@ -17,6 +17,12 @@ template <class T> void transpose_tiles(const Derived& d, const T* src, T* dst) 
             T* out = dst + (g * tiles + t) * d.cols * d.lanes;
             const std::int64_t r0 = t * d.lanes, n = r0 + d.lanes <= d.rows ? d.lanes : d.rows - r0;
             if (n < d.lanes) std::memset(static_cast<void*>(out), 0, sizeof(T) * static_cast<std::size_t>(d.cols * d.lanes));
+            if (d.transposed) {  // a run of n values of each source row to each tile row
+                for (std::int64_t c = 0; c < d.cols; ++c)
+                    std::memcpy(static_cast<void*>(out + c * d.lanes), src + (g * d.cols + c) * d.rows + r0,
+                                sizeof(T) * static_cast<std::size_t>(n));
+                continue;
+            }
             // Row by row: each source row is read in order, its values scattered to one lane.
             for (std::int64_t r = 0; r < n; ++r) {
                 const T* row = src + (g * d.rows + r0 + r) * d.cols;

@@ -208,6 +208,7 @@ struct MatmulHint {
     std::vector<StmtRef> epilogue;
     std::optional<Im2col> im2col;  // set: B is not a dense matrix but a convolution's input
     int a_packed = -1;             // A as Kernel::derived[a_packed] lays it out, or -1
+    int b_packed = -1;             // B likewise (2-D B: panels of `lanes` columns), or -1
 };
 
 // A copy of a constant input buffer in another layout, which the runtime makes once per
@@ -219,10 +220,13 @@ struct MatmulHint {
 // stored transposed (cols x lanes, zero past the last row):
 //   derived[((g * tiles + t) * cols + c) * lanes + r] = source[(g * rows + t * lanes + r) * cols + c]
 // with tiles = ceil(rows / lanes) (a conv's weights, packed for vectors along the output
-// channels). Of the source's dtype.
+// channels). `transposed`: the source holds each matrix transposed (cols x rows), so that
+// source[(g * cols + c) * rows + r] is element (r, c) above (a matmul's 2-D B of k x n,
+// read as n x k: panels of `lanes` columns of B, row after row of k). Of the source's dtype.
 struct Derived {
     int source = -1;
     std::int64_t groups = 1, rows = 0, cols = 0, lanes = 0;
+    bool transposed = false;
     std::int64_t elems() const { return groups * ((rows + lanes - 1) / lanes) * lanes * cols; }
 };
 // Writes derived `d` of the source at src (of dtype dt) into dst (d.elems() values).

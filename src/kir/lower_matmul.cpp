@@ -15,6 +15,10 @@ using ir::ValueId;
 // Rows and columns per outer index (one block of one batch entry; src/support/limits.def).
 constexpr std::int64_t kRowBlock = limits::matmul_row_block;
 constexpr std::int64_t kColBlock = limits::matmul_col_block;
+// A 2-D B that is a graph constant is also packed in panels of this many columns
+// (kir::Derived, transposed source; MatmulHint::b_packed): a backend's register tiles then
+// read it in order, with no packing per call. Column blocks are whole panels (multiples of 32).
+constexpr std::int64_t kPackCols = 32;
 
 }  // namespace
 
@@ -142,6 +146,14 @@ void lower_matmul(Lowering& L) {
     h.a_offset = aoff;
     h.b_offset = boff;
     h.epilogue = std::move(epi);
+    std::int64_t n_c = 0, k_c = 0;
+    if (dt == DType::f32 && rb == 2 && L.node(B).op == ir::Op::constant && const_value(N, &n_c) && const_value(K, &k_c) &&
+        k_c >= 1 && n_c >= 1) {
+        h.b_packed = static_cast<int>(L.k.derived.size());
+        Derived d{bbuf, 1, n_c, k_c, kPackCols};
+        d.transposed = true;
+        L.k.derived.push_back(d);
+    }
     L.k.matmul = std::move(h);
 }
 

@@ -149,6 +149,10 @@ private:
         check(h.a_packed < 0 || (static_cast<std::size_t>(h.a_packed) < k_.derived.size() &&
                                  k_.derived[static_cast<std::size_t>(h.a_packed)].source == h.a),
               "matmul hint: a_packed is not a derived buffer of A");
+        check(h.b_packed < 0 || (static_cast<std::size_t>(h.b_packed) < k_.derived.size() &&
+                                 k_.derived[static_cast<std::size_t>(h.b_packed)].source == h.b &&
+                                 k_.derived[static_cast<std::size_t>(h.b_packed)].transposed && !h.im2col),
+              "matmul hint: b_packed is not a transposed derived buffer of a dense B");
         check(h.row_block >= 1, "matmul hint: row_block < 1");
         check(h.col_block >= 0, "matmul hint: col_block < 0");
         std::vector<const ExprRef*> extents{&h.m, &h.n, &h.k, &h.batch};

@@ -39,6 +39,9 @@ inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of
 // tier-2 compile time 420-560 -> 390-420 ms in all, AMD EPYC Zen 4).
 inline constexpr std::int64_t kMaxChanRun = 7;
 inline constexpr std::int64_t kMinChanRun = 4;
+// The columns of a panel of B packed once (kir::Derived of MatmulHint::b_packed, as
+// src/kir/lower_matmul.cpp lays it out).
+inline constexpr std::int64_t kPackedCols = 32;
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
 class GemmGen {
@@ -69,6 +72,7 @@ private:
     llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
+    Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
 
     Value* i64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
@@ -383,6 +387,7 @@ private:
 
     struct Tile {
         Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jr;
+        std::int64_t bstride;  // elements from one depth index of the strip to the next
     };
 
     // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
