@@ -14,7 +14,9 @@
 //
 // A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
 // compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
-// src/cpu (stream()), then the epilogue runs over the result.
+// src/cpu (stream()), then the epilogue runs over the result. A constant B that the runtime
+// packed once (MatmulHint::b_packed: panels of kPackedCols columns) is read in place, no
+// "pack B" step, and then small blocks run the register tiles too (see block()).
 // A convolution's B (kir::Im2col) is never built: its paths (the depthwise kernel, the grid
 // of phase planes, packing from the image in the loop nest above) are in gemm_conv.cpp, and
 // its channel-lane path for small images (weights packed by the runtime) in gemm_chan.cpp.
