@@ -44,6 +44,7 @@ SignatureObservation GroupProfile::record_signature(const std::vector<std::int64
     t.calls += n_calls;
     t.ns[index_of(k)] += weight * call_ns;
     t.timed[index_of(k)] += weight;
+    if (weight > 0 && call_ns > 0 && (t.best[index_of(k)] == 0 || call_ns < t.best[index_of(k)])) t.best[index_of(k)] = call_ns;
     obs.kept = true;
     obs.time = t;
     obs.distinct = sigs_.size();

@@ -34,11 +34,16 @@ struct TimeByKind {
     std::uint64_t calls = 0;                     // see the header: exact below tier 2, estimated on it
     std::array<std::uint64_t, kNumCodeKinds> ns{};     // weighted sampled time
     std::array<std::uint64_t, kNumCodeKinds> timed{};  // weighted timed calls
+    std::array<std::uint64_t, kNumCodeKinds> best{};   // the fastest timed call, ns (0: none)
     // Mean time per call on `k` in ns; 0 when no call on `k` was timed.
     double mean_ns(CodeKind k) const {
         const auto i = index_of(k);
         return timed[i] ? static_cast<double>(ns[i]) / static_cast<double>(timed[i]) : 0.0;
     }
+    // The fastest timed call on `k` in ns; 0 when none was timed. What the code costs, where
+    // the mean also holds whatever else the host did meanwhile (another process, a cold
+    // cache after a compile): the tier-up policy compares kinds of code by it.
+    double best_ns(CodeKind k) const { return static_cast<double>(best[index_of(k)]); }
 };
 
 // One param signature of a group, as recorded.

@@ -157,7 +157,11 @@ void TierManager::learn(GroupRuntime& gr, TierUpState& st, CodeKind ran, const p
 
 bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params, CodeKind ran,
                                const profiling::SignatureObservation& sig) {
-    // Clearly slower: beyond the noise of a few timed calls on a shared host.
+    // Clearly slower: beyond the noise of a few timed calls on a shared host. The kinds of
+    // code are compared by their fastest timed calls (TimeByKind::best_ns), not their means:
+    // interference only ever adds time, and a mean of two calls on a busy host (or a first
+    // call into cold caches) had pinned tier 1 on 11 of squeezenet1_1's 26 convs, making the
+    // model ~1.5x slower (AVX2, 1 thread, AMD EPYC Zen 4, the other core compiling).
     constexpr double kTier1Faster = 1.25;
     constexpr std::uint64_t kTimed = 2;
     if (!tunables_.by_time || !sig.kept) return false;
@@ -167,9 +171,9 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     // The tier-2 kind this signature ran: the faster one's time is what tier 1 must beat.
     const CodeKind t2 = timed(CodeKind::specialised) >= kTimed ? CodeKind::specialised : CodeKind::generic;
     if (timed(t2) < kTimed) return false;
-    const double tier2_ns = sig.time.mean_ns(t2);
+    const double tier2_ns = sig.time.best_ns(t2);
     const bool tier1_timed = timed(CodeKind::baseline) >= kTimed;
-    const double tier1_ns = tier1_timed ? sig.time.mean_ns(CodeKind::baseline) : 0.0;
+    const double tier1_ns = tier1_timed ? sig.time.best_ns(CodeKind::baseline) : 0.0;
     // Adds this signature to the published set of those that run tier 1, or takes it out.
     auto publish = [&](bool add) {
         auto next = std::make_shared<CodeSet>(*gr.code());
@@ -209,7 +213,7 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     // code is clearly slower than the interpreter's time here times the ratio the cost model
     // expects of tier 1 (a trial costs calls on slower code if it fails).
     if (timed(CodeKind::interpreted) == 0 || st.tier1_trials_started >= limits::tier1_signatures_kept) return false;
-    const double expected_ns = sig.time.mean_ns(CodeKind::interpreted) *
+    const double expected_ns = sig.time.best_ns(CodeKind::interpreted) *
                                tiers_.costs->time_ratio(CodeKind::interpreted, CodeKind::baseline, gr.group.kind);
     if (!(tier2_ns > kTier1Faster * expected_ns)) return false;
     ++st.tier1_trials_started;
