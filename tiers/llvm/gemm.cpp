@@ -15,7 +15,7 @@
 // A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
 // compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
 // src/cpu (stream()), then the epilogue runs over the result. A constant B that the runtime
-// packed once (MatmulHint::b_packed: panels of kPackedCols columns) is read in place, no
+// packed once (MatmulHint::b_packed: panels of the derived buffer's lanes columns) is read in place, no
 // "pack B" step, and then small blocks run the register tiles too (see block()).
 // A convolution's B (kir::Im2col) is never built: its paths (the depthwise kernel, the grid
 // of phase planes, packing from the image in the loop nest above) are in gemm_conv.cpp, and
@@ -144,11 +144,12 @@ void GemmGen::run(Value* begin, Value* end) {
     }
     a_ = em_.buffer_ptr(h_.a);
     bbuf_ = em_.buffer_ptr(h_.b);
-    // B packed once by the runtime (kir::Derived, panels of kPackedCols columns), read in
-    // place of packing it per call: f32, whole strips per panel.
-    if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a() && kPackedCols % nr_ == 0 &&
-        kern_.derived[static_cast<std::size_t>(h_.b_packed)].lanes == kPackedCols)
-        bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
+    // B packed once by the runtime (kir::Derived: panels of `lanes` columns), read in place
+    // of packing it per call: f32, whole strips per panel.
+    if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a()) {
+        bpanel_ = kern_.derived[static_cast<std::size_t>(h_.b_packed)].lanes;
+        if (bpanel_ % nr_ == 0) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
+    }
 
     // Scratch: packed B (kcE x ncE) then partial sums (row_block x ncE, only if k > KC).
     Value* n_round = b_.CreateMul(b_.CreateSDiv(b_.CreateAdd(n_, i64(nr_ - 1)), i64(nr_)), i64(nr_));
@@ -307,10 +308,10 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                 Tile t{ab, strip, pc, kc, first, last, i0, jr, nr_};
                 if (bpk_) {  // B packed once (kir::Derived): the panel's rows from depth pc on
                     Value* col = b_.CreateAdd(jc, jr);
-                    Value* panel = b_.CreateMul(b_.CreateSDiv(col, i64(kPackedCols)), b_.CreateMul(k_dim_, i64(kPackedCols)));
-                    t.strip = elem(bpk_, b_.CreateAdd(b_.CreateAdd(panel, b_.CreateMul(pc, i64(kPackedCols))),
-                                                      b_.CreateSRem(col, i64(kPackedCols))));
-                    t.bstride = kPackedCols;
+                    Value* panel = b_.CreateMul(b_.CreateSDiv(col, i64(bpanel_)), b_.CreateMul(k_dim_, i64(bpanel_)));
+                    t.strip = elem(bpk_, b_.CreateAdd(b_.CreateAdd(panel, b_.CreateMul(pc, i64(bpanel_))),
+                                                      b_.CreateSRem(col, i64(bpanel_))));
+                    t.bstride = bpanel_;
                 }
                 loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
                     micro(t, ir, mr_, i64(0));

@@ -39,9 +39,6 @@ inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of
 // tier-2 compile time 420-560 -> 390-420 ms in all, AMD EPYC Zen 4).
 inline constexpr std::int64_t kMaxChanRun = 7;
 inline constexpr std::int64_t kMinChanRun = 4;
-// The columns of a panel of B packed once (kir::Derived of MatmulHint::b_packed, as
-// src/kir/lower_matmul.cpp lays it out).
-inline constexpr std::int64_t kPackedCols = 32;
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
 class GemmGen {
@@ -73,6 +70,7 @@ private:
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
+    std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
 
     Value* i64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
