@@ -8,6 +8,7 @@
 #include <kiln/kiln.h>
 
 #include "have_tier.h"
+#include "lowered.h"
 #include "conv_cases.h"
 #include "reference.h"
 #include "src/ir/ir.h"
@@ -142,20 +143,18 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     c.pad = {1, 1};
     Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
     const ir::Graph& ig = *g.impl();
-    const auto plan = jit::lower_function(g.impl());
-    REQUIRE(plan->groups.size() == 1);
-    const auto& k = plan->groups[0]->kernel;
-    REQUIRE(k.has_value());
-    REQUIRE(k->derived.size() == 1);
-    const kir::Derived& d = k->derived[0];
-    CHECK(k->matmul->a_packed == 0);
-    CHECK(d.source == k->matmul->a);
+    const test::Lowered low = test::lower_one_group(g);
+    const kir::Kernel& k = *low.kernel;
+    REQUIRE(k.derived.size() == 1);
+    const kir::Derived& d = k.derived[0];
+    CHECK(k.matmul->a_packed == 0);
+    CHECK(d.source == k.matmul->a);
     CHECK(d.groups == 1);
     CHECK(d.rows == 64);
     CHECK(d.cols == 40 * 9);
     CHECK(d.lanes == 32);
     // The layout, against the weights element by element.
-    const auto wv = static_cast<std::size_t>(plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
+    const auto wv = static_cast<std::size_t>(low.plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
     const Tensor& w = ig.nodes[wv].value;
     REQUIRE(w.numel() == d.rows * d.cols);
     std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
@@ -177,11 +176,11 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     // The LLVM tier's channel lanes read the copy with 512-bit vectors only.
     if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) {
         auto tier = tiers::make_llvm_tier();
-        auto wide = tier->compile(*k, {});
+        auto wide = tier->compile(k, {});
         REQUIRE(wide.kernel);
         CHECK(wide.kernel->reads_derived());
         tiers::set_llvm_gemm_vector_bytes(32);
-        auto narrow = tier->compile(*k, {});
+        auto narrow = tier->compile(k, {});
         tiers::set_llvm_gemm_vector_bytes(0);
         REQUIRE(narrow.kernel);
         CHECK_FALSE(narrow.kernel->reads_derived());

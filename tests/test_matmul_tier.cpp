@@ -8,6 +8,7 @@
 #include <kiln/kiln.h>
 
 #include "have_tier.h"
+#include "lowered.h"
 #include "matmul_cases.h"
 #include "reference.h"
 #include "src/ir/ir.h"
@@ -284,21 +285,19 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
     // K = 300: two depth blocks; N = 75: two whole panels and one of 11 columns, zero padded.
     const std::int64_t K = 300, N = 75;
     Graph g = make_graph(DType::f32, {dyn("M"), K}, K, N, Epi::bias_relu, false);
-    const auto plan = jit::lower_function(g.impl());
-    REQUIRE(plan->groups.size() == 1);
-    const auto& k = plan->groups[0]->kernel;
-    REQUIRE(k.has_value());
-    REQUIRE(k->derived.size() == 1);
-    const kir::Derived& d = k->derived[0];
-    CHECK(k->matmul->b_packed == 0);
-    CHECK(k->matmul->a_packed == -1);
-    CHECK(d.source == k->matmul->b);
+    const test::Lowered low = test::lower_one_group(g);
+    const kir::Kernel& k = *low.kernel;
+    REQUIRE(k.derived.size() == 1);
+    const kir::Derived& d = k.derived[0];
+    CHECK(k.matmul->b_packed == 0);
+    CHECK(k.matmul->a_packed == -1);
+    CHECK(d.source == k.matmul->b);
     CHECK(d.transposed);
     CHECK(d.rows == N);
     CHECK(d.cols == K);
     CHECK(d.lanes == 32);
     // The layout, against W element by element, and the padding columns zero.
-    const auto wv = static_cast<std::size_t>(plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
+    const auto wv = static_cast<std::size_t>(low.plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
     const Tensor& w = g.impl()->nodes[wv].value;
     REQUIRE(w.numel() == K * N);
     std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
@@ -319,7 +318,7 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
         CAPTURE(bytes);
         tiers::set_llvm_gemm_vector_bytes(bytes);
         auto tier = tiers::make_llvm_tier();
-        auto code = tier->compile(*k, {});
+        auto code = tier->compile(k, {});
         REQUIRE(code.kernel);
         CHECK(code.kernel->reads_derived());
         Function fj = Engine(ref::tier2_options()).load(g), fi = Engine(ref::interp_options()).load(g);
