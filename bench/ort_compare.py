@@ -22,7 +22,14 @@ prints one row with:
   compiles, comp ms   Kiln's compiles (failed ones in parentheses) and their time
   err                 the worst relative error over the outputs, or why the row failed
 
-ONNX Runtime runs once per (model, batch, threads); its figures are shared by the ISA rows.
+ONNX Runtime runs once per (model, batch, threads) and round; its figures are shared by the
+ISA rows. With --rounds N (default 3) every (model, batch, threads) is measured N times in a
+row, ONNX Runtime's timed calls (one session) then each ISA's kiln-run (a new process each
+time), and a row gives the medians over the rounds: of each p50 and p90, of the first-call,
+settle and compile figures, and, as its speedup, of the rounds' own ratios (each round's two
+p50s come minutes apart at most, so a busy host slows both sides of a ratio alike; the JSON
+row keeps every round's ratio under "round_speedups"). "compiled after" and "compiles" are the
+first round's; err is the worst round's.
 
 Models: resnet18, mobilenet_v2, efficientnet_b0, squeezenet1_1 (torchvision, weights=None,
 seed 0, opset 17, dynamic batch); bert_base (transformers BertModel(BertConfig()), inputs
@@ -40,7 +47,7 @@ transformers==4.30.*, numpy<2.
     python3 -m venv --system-site-packages ~/venv-peers
     ~/venv-peers/bin/pip install onnxruntime onnx 'transformers==4.30.*' 'numpy<2'
     ~/venv-peers/bin/python bench/ort_compare.py --quick                # smoke run
-    ~/venv-peers/bin/python bench/ort_compare.py --isa auto,avx2 --markdown --json rows.json
+    ~/venv-peers/bin/python bench/ort_compare.py --isa auto,avx2 --rounds 3 --markdown --json rows.json
     ~/venv-peers/bin/python bench/ort_compare.py --models mlp,bert_tiny --batches 1 --threads 1,2
 
 Exits 77 when a peer is missing, 2 when kiln-run is not found, 1 when any row failed or its
@@ -48,6 +55,7 @@ outputs differ, else 0.
 """
 import argparse
 import json
+import statistics
 import os
 import re
 import shutil
@@ -156,7 +164,8 @@ def make_inputs(np, inputs, batch, vocab, seed):
 
 
 def run_ort(np, ort, path, threads, repeat, make_feeds, feeds):
-    """ORT's figures and outputs by name; feeds None: made by make_feeds from the session's inputs."""
+    """ORT's figures, outputs by name, the feeds and the session; feeds None: made by
+    make_feeds from the session's inputs."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -171,14 +180,19 @@ def run_ort(np, ort, path, threads, repeat, make_feeds, feeds):
     first_ms = create_ms + (time.perf_counter() - t0) * 1e3
     for _ in range(3):
         sess.run(None, feeds)
+    stats = dict(time_ort(np, sess, feeds, repeat), ort_first=first_ms)
+    return stats, dict(zip([o.name for o in sess.get_outputs()], outs)), feeds, sess
+
+
+def time_ort(np, sess, feeds, repeat):
+    """p50 and p90 of `repeat` timed calls of a warm session."""
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         sess.run(None, feeds)
         times.append((time.perf_counter() - t0) * 1e3)
     p50, p90 = np.percentile(times, [50, 90])
-    stats = {"ort_p50": float(p50), "ort_p90": float(p90), "ort_first": first_ms}
-    return stats, dict(zip([o.name for o in sess.get_outputs()], outs)), feeds
+    return {"ort_p50": float(p50), "ort_p90": float(p90)}
 
 
 def run_kiln(np, kiln_run, path, files, threads, isa, steady, out_dir):
@@ -234,6 +248,24 @@ def print_table(rows, markdown):
         print("  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths))) + "  " + c[-1])
 
 
+def kiln_row(row, rounds):
+    """A row's Kiln figures from its rounds: [(ort_stats, kiln_json, err)] (see the docstring)."""
+    med = lambda xs: float(statistics.median(xs))  # noqa: E731
+    ratios = [o["ort_p50"] / k["steady_p50_ms"] for o, k, _ in rounds]
+    k = rounds[0][1]
+    call = k["all_compiled_call"]
+    failed = f" ({k['compile_failures']} failed)" if k["compile_failures"] else ""
+    err = max(e for _, _, e in rounds)
+    return dict(row, ort_p50=med([o["ort_p50"] for o, _, _ in rounds]), ort_p90=med([o["ort_p90"] for o, _, _ in rounds]),
+                kiln=k, kiln_p50=med([r["steady_p50_ms"] for _, r, _ in rounds]),
+                kiln_p90=med([r["steady_p90_ms"] for _, r, _ in rounds]), speedup=med(ratios),
+                round_speedups=ratios, kiln_first=med([r["first_ms"] for _, r, _ in rounds]),
+                compiled_after=f"#{call} {k['all_compiled_ms']:.1f}ms" if call else "never",
+                settled_ms=med([r["settled_ms"] for _, r, _ in rounds]), compiles=f"{k['compiles']}{failed}",
+                compile_ms=med([r["compile_ms"] for _, r, _ in rounds]), err_value=err,
+                err=f"{err:.1e}" + ("" if err <= TOL else " MISMATCH"))
+
+
 def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
     """One row per model x batch x threads x ISA (one for a model or batch whose export or ORT failed)."""
     rows = []
@@ -247,7 +279,7 @@ def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
                     path = model_file(model, b, args.models_dir)
                     vocab = 30522 if model == "bert_base" else 100
                     make = lambda inputs: make_inputs(np, inputs, b, vocab, seed=b)  # noqa: E731
-                    ort_stats, ort_outs, feeds = run_ort(np, ort, path, t, repeat, make, feeds)
+                    ort_stats, ort_outs, feeds, sess = run_ort(np, ort, path, t, repeat, make, feeds)
                 except Exception as e:  # an export or ONNX Runtime failure: one row, go on
                     rows.append(dict(base, err=f"failed: {first_line(e) or type(e).__name__}"))
                     break
@@ -256,25 +288,29 @@ def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
                         f = os.path.join(tmp, f"{model}_b{b}_{len(files)}.npy")
                         np.save(f, a)
                         files.append(f"{name}={f}")
+                steady = max(5, min(repeat, int(STEADY_SECONDS * 1e3 / max(ort_stats["ort_p50"], 1e-3))))
+                per_isa = {isa: [] for isa in isas}  # [(ort stats, kiln json, err)] per round
+                failed = {}
+                for r in range(args.rounds):
+                    if r > 0:
+                        ort_stats = dict(ort_stats, **time_ort(np, sess, feeds, repeat))
+                    for isa in isas:
+                        if isa in failed:
+                            continue
+                        out_dir = tempfile.mkdtemp(dir=tmp)
+                        try:
+                            k, names, kiln_outs = run_kiln(np, args.kiln_run, path, files, t, isa, steady, out_dir)
+                        except Exception as e:  # kiln-run failed, or its output is not what is expected
+                            failed[isa] = first_line(e) or type(e).__name__
+                            continue
+                        per_isa[isa].append((ort_stats, k, worst_error(np, ort_outs, names, kiln_outs)))
+                        shutil.rmtree(out_dir, ignore_errors=True)
                 for isa in isas:
-                    row = dict(base, isa=isa, **ort_stats)
-                    out_dir = tempfile.mkdtemp(dir=tmp)
-                    try:
-                        steady = max(5, min(repeat, int(STEADY_SECONDS * 1e3 / max(ort_stats["ort_p50"], 1e-3))))
-                        k, names, kiln_outs = run_kiln(np, args.kiln_run, path, files, t, isa, steady, out_dir)
-                    except Exception as e:  # kiln-run failed, or its output is not what is expected
-                        rows.append(dict(row, err=first_line(e) or type(e).__name__))
-                        continue
-                    err = worst_error(np, ort_outs, names, kiln_outs)
-                    call = k["all_compiled_call"]
-                    failed = f" ({k['compile_failures']} failed)" if k["compile_failures"] else ""
-                    rows.append(dict(row, kiln=k, kiln_p50=k["steady_p50_ms"], kiln_p90=k["steady_p90_ms"],
-                                     speedup=row["ort_p50"] / k["steady_p50_ms"], kiln_first=k["first_ms"],
-                                     compiled_after=f"#{call} {k['all_compiled_ms']:.1f}ms" if call else "never",
-                                     settled_ms=k["settled_ms"],
-                                     compiles=f"{k['compiles']}{failed}",
-                                     compile_ms=k["compile_ms"], err_value=err,
-                                     err=f"{err:.1e}" + ("" if err <= TOL else " MISMATCH")))
+                    row = dict(base, isa=isa, ort_first=ort_stats["ort_first"])
+                    if isa in failed:
+                        rows.append(dict(row, ort_p50=ort_stats["ort_p50"], ort_p90=ort_stats["ort_p90"], err=failed[isa]))
+                    else:
+                        rows.append(kiln_row(row, per_isa[isa]))
     return rows
 
 
@@ -285,6 +321,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--isa", default="auto,avx2", help="KILN_CPU_ISA values, one Kiln row each")
     ap.add_argument("--repeat", type=int, default=40, help="timed calls per run (default 40)")
+    ap.add_argument("--rounds", type=int, default=3, help="measurements per row, medians reported (default 3)")
     ap.add_argument("--kiln-run", default="build/tools/kiln-run/kiln-run")
     ap.add_argument("--models-dir", default=os.path.join(tempfile.gettempdir(), "kiln_ort_models"),
                     help="cache of exported models (default: %(default)s)")
@@ -308,8 +345,13 @@ def main():
     batches, threads, isas, repeat = ints(args.batches), ints(args.threads), args.isa.split(","), args.repeat
     if args.quick:
         batches, threads, isas, repeat = batches[:1], threads[:1], isas[:1], 5
+        args.rounds = 1
+    if args.rounds < 1:
+        print("--rounds must be at least 1")
+        return 2
     os.makedirs(args.models_dir, exist_ok=True)
-    print(f"ONNX Runtime {ort.__version__}; {repeat} timed calls per run; times in ms", file=sys.stderr)
+    print(f"ONNX Runtime {ort.__version__}; {repeat} timed calls per run, {args.rounds} round(s) per row (medians); "
+          "times in ms", file=sys.stderr)
     tmp = tempfile.mkdtemp(prefix="kiln_ort_")
     try:
         rows = run_all(args, np, ort, batches, threads, isas, repeat, tmp)
