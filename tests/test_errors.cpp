@@ -276,12 +276,12 @@ TEST_CASE("errors: Options::from_env reads every variable over the defaults") {
         env.set("KILN_LOG", lvl);
         CHECK(kiln::Options::from_env().log_level == lvl);
     }
-    env.set("KILN_DUMP", "graph,groups,kir,llvm,asm,cuda,hip");
+    env.set("KILN_DUMP", "graph,groups,kir,llvm,asm,perf,cuda,hip");
     kiln::Options all = kiln::Options::from_env();
     CHECK(all.jit == true);
     CHECK(all.async_compile == true);
-    CHECK(all.dump.size() == 7);
-    for (const char* w : {"graph", "groups", "kir", "llvm", "asm", "cuda", "hip"}) CHECK(all.dumps(w));
+    CHECK(all.dump.size() == 8);
+    for (const char* w : {"graph", "groups", "kir", "llvm", "asm", "perf", "cuda", "hip"}) CHECK(all.dumps(w));
 }
 
 TEST_CASE("errors: Options::from_env rejects malformed values naming the variable and the value") {

@@ -539,6 +539,42 @@ TEST_CASE("llvm: dropping kernels frees their code (compile many times without g
 
 TEST_CASE("llvm: compiles from 4 threads at once") { tier_test::check_concurrent_compiles(tier(), 5); }
 
+TEST_CASE("llvm: KILN_DUMP=perf lists each kernel in the process's perf map") {
+    // Linux perf names samples in JIT code from /tmp/perf-<pid>.map: "<start> <size> <name>",
+    // hex. A compiled kernel gets one line, and so does one loaded from its object.
+    const std::filesystem::path map = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+    std::filesystem::remove(map);
+    tiers::LlvmTierOptions opt;
+    opt.dump_perf = true;
+    auto t = tiers::make_llvm_tier(opt);
+    Kernel k = map_kernel(DType::f32, DType::f32, [](ExprRef x) { return unary(UnaryOp::exp, x); });
+    k.name = "perf_listed";
+    const tiers::CompileResult r = t->compile(k, {});
+    REQUIRE(r.bailout == Bailout::none);
+    REQUIRE(t->load(r.object, r.symbol).bailout == Bailout::none);
+    auto plain = tiers::make_llvm_tier();  // without the option: no line
+    Kernel other = k;
+    other.name = "perf_unlisted";
+    REQUIRE(plain->compile(other, {}).bailout == Bailout::none);
+    std::ifstream f(map);
+    REQUIRE(f.good());
+    int listed = 0;
+    for (std::string line; std::getline(f, line);) {
+        CAPTURE(line);
+        std::istringstream in(line);
+        std::string start, size, name;
+        in >> start >> size >> name;
+        CHECK(name.find("perf_unlisted") == std::string::npos);
+        if (name != "kiln_perf_listed") continue;
+        ++listed;
+        CHECK(std::stoull(start, nullptr, 16) != 0);
+        CHECK(std::stoull(size, nullptr, 16) > 0);
+    }
+    CHECK(listed == 2);
+    f.close();
+    std::filesystem::remove(map);
+}
+
 TEST_CASE("llvm: loops vectorise (dumped IR and assembly)") {
     const auto dir = std::filesystem::temp_directory_path() / ("kiln_llvm_dump_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);

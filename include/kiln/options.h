@@ -27,7 +27,7 @@ struct Options {
     // (in use + cached); 0 = none. Process-wide: an engine made with a bound sets it.
     std::int64_t gpu_memory_bytes = 0;
     std::string log_level = "warn";          // KILN_LOG: off, error, warn, info, debug, trace
-    std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, cuda, hip
+    std::vector<std::string> dump;           // KILN_DUMP: graph, groups, kir, llvm, asm, perf, cuda, hip
     std::string dump_dir = ".";              // KILN_DUMP_DIR
     std::string trace_file;                  // KILN_TRACE: Chrome-trace JSON path
     // KILN_CPU_ISA (auto, avx2, avx512) caps the instruction set of every CPU kernel: it is

@@ -241,6 +241,7 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.pipeline.dump_dir = o.dump_dir;
     s.dump_llvm = o.dumps("llvm");
     s.dump_asm = o.dumps("asm");
+    s.dump_perf = o.dumps("perf");
     s.dump_dir = o.dump_dir;
     s.trace_file = o.trace_file;
     return s;

@@ -14,7 +14,7 @@
 namespace kiln {
 namespace {
 
-const std::vector<std::string> kDumpKinds = {"graph", "groups", "kir", "llvm", "asm", "cuda", "hip"};
+const std::vector<std::string> kDumpKinds = {"graph", "groups", "kir", "llvm", "asm", "perf", "cuda", "hip"};
 const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "hip"};
 
 [[noreturn]] void bad(const char* var, const std::string& value, const char* accepted) {
@@ -93,7 +93,7 @@ void Options::validate() const {
     if (!support::is_log_level(log_level)) bad("KILN_LOG", log_level, "off, error, warn, info, debug or trace");
     for (const auto& d : dump)
         if (std::find(kDumpKinds.begin(), kDumpKinds.end(), d) == kDumpKinds.end())
-            KILN_USER_ERROR("KILN_DUMP lists '" << d << "', which is not one of graph, groups, kir, llvm, asm, cuda, hip");
+            KILN_USER_ERROR("KILN_DUMP lists '" << d << "', which is not one of graph, groups, kir, llvm, asm, perf, cuda, hip");
     KILN_USER_CHECK(!dump_dir.empty(), "KILN_DUMP_DIR='' is malformed: expected a directory path");
 }
 

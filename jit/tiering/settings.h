@@ -22,6 +22,7 @@ struct EngineSettings {
     std::string cache_dir;             // the persistent cache (empty: none)
     PipelineSettings pipeline;         // graph, groups and kir dumps at load
     bool dump_llvm = false, dump_asm = false;  // tier 2's optimised IR and assembly
+    bool dump_perf = false;            // tier 2's kernels listed in the perf map
     std::string dump_dir = ".";
     std::string trace_file;            // KILN_TRACE (empty: none)
 };

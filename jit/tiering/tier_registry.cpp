@@ -25,6 +25,7 @@ std::shared_ptr<tiers::Tier> make_tier2(const EngineSettings& settings) {
     tiers::LlvmTierOptions lo;
     lo.dump_llvm = settings.dump_llvm;
     lo.dump_asm = settings.dump_asm;
+    lo.dump_perf = settings.dump_perf;
     lo.dump_dir = settings.dump_dir;
     return tiers::make_llvm_tier(lo);
 #else

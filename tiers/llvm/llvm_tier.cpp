@@ -42,9 +42,13 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cinttypes>
+#include <cstdio>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -295,8 +299,22 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
     return jd;
 }
 
+// KILN_DUMP=perf: one line "<start> <size> <symbol>" (hex) per kernel, appended to
+// /tmp/perf-<pid>.map, where Linux perf looks for the names of JIT code, so that `perf report`
+// names the kernels instead of listing bare addresses. The size is the object's code and
+// constants (its kernel is its one function). Written under the JIT's lock; a failure to
+// write is ignored.
+void add_to_perf_map(const void* code, std::size_t bytes, const std::string& symbol) {
+    const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+    if (std::FILE* f = std::fopen(path.c_str(), "a")) {
+        std::fprintf(f, "%" PRIxPTR " %zx %s\n", reinterpret_cast<std::uintptr_t>(code), bytes, symbol.c_str());
+        std::fclose(f);
+    }
+}
+
 // Looks `symbol` up in `jd` (materialising what was added to it) and wraps the code.
-CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink, bool reads_derived) {
+CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, ObjectSink& sink, bool reads_derived,
+                     bool perf_map) {
     t_object_sink = &sink;
     auto addr = j.lljit->lookup(jd, symbol);
     t_object_sink = nullptr;
@@ -305,6 +323,7 @@ CompileResult finish(Jit& j, orc::JITDylib& jd, const std::string& symbol, Objec
         LlvmKernel::remove_dylib(&jd);
         return {nullptr, Bailout::backend_error, msg, 0.0};
     }
+    if (perf_map) add_to_perf_map(addr->toPtr<const void*>(), sink.bytes, symbol);
     auto k = std::make_shared<LlvmKernel>(&jd, addr->toPtr<KernelFn>(), sink.bytes, reads_derived);
     return {std::move(k), Bailout::none, {}, 0.0};
 }
@@ -382,7 +401,7 @@ private:
             return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
         }
         ObjectSink sink;
-        CompileResult r = finish(j, *jd, fn_name, sink, reads_derived);
+        CompileResult r = finish(j, *jd, fn_name, sink, reads_derived, opt_.dump_perf);
         if (r.kernel) {
             r.object = std::move(sink.object);
             r.symbol = fn_name;
@@ -406,7 +425,7 @@ private:
         }
         ObjectSink sink;
         // Whether a persisted object reads derived buffers is not recorded: assume it does.
-        return finish(j, *jd, symbol, sink, true);
+        return finish(j, *jd, symbol, sink, true, opt_.dump_perf);
     }
 
     LlvmTierOptions opt_;

@@ -16,6 +16,7 @@ namespace kiln::tiers {
 struct LlvmTierOptions {
     bool dump_llvm = false;     // write <dump_dir>/<kernel>.<hash>.ll (optimised IR)
     bool dump_asm = false;      // write <dump_dir>/<kernel>.<hash>.s
+    bool dump_perf = false;     // list each kernel in /tmp/perf-<pid>.map (Linux perf's map of JIT code)
     std::string dump_dir = ".";
 };
 
