@@ -47,9 +47,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <optional>
