@@ -83,6 +83,12 @@ public:
     // The group's mean time per call on `k` (all signatures), in ns; 0 when never timed there.
     double mean_ns(CodeKind k) const;
     std::uint64_t timed_calls(CodeKind k) const { return timed_by_kind_[index_of(k)].load(std::memory_order_relaxed); }
+    // The calls `ns` stands for (every kind).
+    std::uint64_t timed_calls() const {
+        std::uint64_t n = 0;
+        for (const auto& t : timed_by_kind_) n += t.load(std::memory_order_relaxed);
+        return n;
+    }
 
     // Records `n_calls` calls at the signature `params` on `k`, with `weight` timed calls of
     // `call_ns` each (weight 0: untimed). Takes the group's signature lock.

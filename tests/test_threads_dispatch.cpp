@@ -115,14 +115,29 @@ TEST_CASE("dispatch: group timing is sampled, every call at first, then one in k
         CHECK(sum + jit::kTimingPeriod > i + 1);
         CHECK(sum < i + 1 + jit::kTimingPeriod);
     }
-    // Through the engine: groups have a time from their first call on.
+    // Through the engine: groups have a time from their first call on, and timed_calls says
+    // how many calls it stands for (the sum of the weights), so that a window's mean is the
+    // change of total_ms over the change of timed_calls: after 1, then 2.5 periods of calls.
     Options o;
     o.jit = false;
     Function f = Engine(o).load(scaled_rows());
     f({Tensor::randn({3, 4}, 1)});
     FunctionStats s = f.stats();
     REQUIRE(!s.groups.empty());
-    for (const auto& gr : s.groups) CHECK(gr.total_ms > 0.0);
+    for (const auto& gr : s.groups) {
+        CHECK(gr.total_ms > 0.0);
+        CHECK(gr.timed_calls == 1);
+    }
+    const std::uint64_t n = 5 * jit::kTimingPeriod / 2;
+    for (std::uint64_t i = 1; i < n; ++i) f({Tensor::randn({3, 4}, 1)});
+    std::uint64_t weights = 0;
+    for (std::uint64_t i = 0; i < n; ++i) weights += jit::timing_weight(i);
+    CHECK(weights != n);  // the case where dividing by calls is off
+    s = f.stats();
+    for (const auto& gr : s.groups) {
+        CHECK(gr.calls == n);
+        CHECK(gr.timed_calls == weights);
+    }
 }
 
 TEST_CASE("dispatch: threads call one Function across more signatures than the caches keep") {

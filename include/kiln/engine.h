@@ -29,6 +29,9 @@ struct GroupStats {
     std::uint64_t calls = 0;
     std::uint64_t compiled_calls = 0;  // calls that ran compiled code
     double total_ms = 0.0;         // time spent running it, all tiers
+    // The calls total_ms stands for: timing is sampled (one call in 16 timed, counted 16
+    // times), so a mean over a window of calls is (change of total_ms) / (change of this).
+    std::uint64_t timed_calls = 0;
     std::uint64_t versions = 0;    // compiled versions published
     // Successful compiles of this group by tier (index 1: tier 1, 2: tier 2) and the time
     // they took; code found in the code cache or KILN_CACHE_DIR is not a compile.

@@ -156,6 +156,7 @@ FunctionStats FunctionImpl::stats() const {
         g.calls = prof.calls.load(std::memory_order_relaxed);
         g.compiled_calls = prof.compiled_calls.load(std::memory_order_relaxed);
         g.total_ms = static_cast<double>(prof.ns.load(std::memory_order_relaxed)) * 1e-6;
+        g.timed_calls = prof.timed_calls();
         for (std::size_t t = 0; t < kNumTiers; ++t) {
             g.compiles_by_tier[t] = gr.compiles_by_tier[t].load(std::memory_order_relaxed);
             g.compile_ms_by_tier[t] = static_cast<double>(gr.compile_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
