@@ -55,10 +55,10 @@ outputs differ, else 0.
 """
 import argparse
 import json
-import statistics
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
