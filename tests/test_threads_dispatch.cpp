@@ -138,6 +138,7 @@ TEST_CASE("dispatch: group timing is sampled, every call at first, then one in k
         CHECK(gr.calls == n);
         CHECK(gr.timed_calls == weights);
     }
+    CHECK(s.to_json().find("\"timed_calls\":" + std::to_string(weights)) != std::string::npos);
 }
 
 TEST_CASE("dispatch: threads call one Function across more signatures than the caches keep") {

@@ -152,7 +152,7 @@ void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* befor
         }
         for (std::size_t t = kiln::kNumTiers; t-- > 0;)
             if (g.us_per_call_by_tier[t] > 0) return std::pair<double, int>{g.us_per_call_by_tier[t], static_cast<int>(t)};
-        return std::pair<double, int>{g.calls ? g.total_ms * 1e3 / static_cast<double>(g.calls) : 0.0, 0};
+        return std::pair<double, int>{g.timed_calls ? g.total_ms * 1e3 / static_cast<double>(g.timed_calls) : 0.0, 0};
     };
     std::stable_sort(gs.begin(), gs.end(), [&](auto* x, auto* y) { return us(*x).first > us(*y).first; });
     double total = 0;
