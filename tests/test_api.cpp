@@ -4,12 +4,17 @@
 #include "src/core/device.h"
 #include <kiln/kiln.h>
 
+#include "have_tier.h"
 #include "reference.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -125,6 +130,31 @@ TEST_CASE("engine: KILN_DUMP=graph writes the graph text") {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK(Graph::parse(text).structurally_equal(g));
     fs::remove_all(dir);
+}
+
+TEST_CASE("engine: KILN_DUMP=perf lists the engine's tier-2 kernels in the process's perf map") {
+    // From Options::dump through the engine's settings to the LLVM tier (the tier's own test,
+    // test_llvm_tier.cpp, checks the lines of compiled and loaded kernels).
+    if (test::lacks_tier(2)) return;
+    const std::filesystem::path map = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+    std::filesystem::remove(map);
+    Options o = ref::tier2_options();
+    o.dump = {"perf"};
+    Function f = Engine(o).load(small_mlp());
+    for (int i = 0; i < 3; ++i) f({Tensor::randn({3, 8}, 3)});
+    REQUIRE(f.stats().calls_by_tier[2] >= 1);
+    std::ifstream in(map);
+    REQUIRE(in.good());
+    int kernels = 0;
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream fields(line);
+        std::string start, size, name;
+        fields >> start >> size >> name;
+        if (name.rfind("kiln_", 0) == 0) ++kernels;
+    }
+    CHECK(kernels >= 1);
+    in.close();
+    std::filesystem::remove(map);
 }
 
 TEST_CASE("engine: a backend this machine lacks is refused clearly") {
