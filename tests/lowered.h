@@ -13,6 +13,11 @@ namespace kiln::test {
 struct Lowered {
     std::shared_ptr<const jit::Executable> plan;
     const kir::Kernel* kernel = nullptr;
+    // The graph constant that kernel buffer `buffer` reads (the source of a kir::Derived).
+    const Tensor& constant(const Graph& g, int buffer) const {
+        const auto v = plan->partition.groups[0].inputs[static_cast<std::size_t>(buffer)];
+        return g.impl()->nodes[static_cast<std::size_t>(v)].value;
+    }
 };
 
 inline Lowered lower_one_group(const Graph& g) {

@@ -142,7 +142,6 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     c.h = c.w = 7;
     c.pad = {1, 1};
     Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
-    const ir::Graph& ig = *g.impl();
     const test::Lowered low = test::lower_one_group(g);
     const kir::Kernel& k = *low.kernel;
     REQUIRE(k.derived.size() == 1);
@@ -154,8 +153,7 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     CHECK(d.cols == 40 * 9);
     CHECK(d.lanes == 32);
     // The layout, against the weights element by element.
-    const auto wv = static_cast<std::size_t>(low.plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
-    const Tensor& w = ig.nodes[wv].value;
+    const Tensor& w = low.constant(g, d.source);
     REQUIRE(w.numel() == d.rows * d.cols);
     std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
     kir::fill_derived(d, DType::f32, w.data(), packed.data());

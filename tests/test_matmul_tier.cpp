@@ -297,8 +297,7 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
     CHECK(d.cols == K);
     CHECK(d.lanes == 32);
     // The layout, against W element by element, and the padding columns zero.
-    const auto wv = static_cast<std::size_t>(low.plan->partition.groups[0].inputs[static_cast<std::size_t>(d.source)]);
-    const Tensor& w = g.impl()->nodes[wv].value;
+    const Tensor& w = low.constant(g, d.source);
     REQUIRE(w.numel() == K * N);
     std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
     REQUIRE(packed.size() == static_cast<std::size_t>(3 * 32 * K));
