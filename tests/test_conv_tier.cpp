@@ -16,6 +16,7 @@
 #include "jit/exec/pipeline.h"
 #include "src/passes/fuse.h"
 #include "src/cpu/gemm.h"
+#include "src/cpu/winograd.h"
 
 #if defined(KILN_HAVE_LLVM)
 #include "tiers/llvm/llvm_tier.h"
@@ -163,10 +164,12 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
         for (std::int64_t col = 0; col < d.cols; ++col)
             wrong += packed[static_cast<std::size_t>(((r / 32) * d.cols + col) * 32 + r % 32)] != wp[r * d.cols + col];
     CHECK(wrong == 0);
-    // Many channels or a large image: no copy.
+    // A large image: no copy for channel lanes (a 3x3 of stride 1 there has its Winograd
+    // transform instead; see the next case).
     ConvCase big = c;
-    big.h = big.w = 20;
-    CHECK(jit::lower_function(make_graph(big, {1, 40, 20, 20}).impl())->groups[0]->kernel->derived.empty());
+    big.h = big.w = 40;
+    big.stride = {2, 2};
+    CHECK(jit::lower_function(make_graph(big, {1, 40, 40, 40}).impl())->groups[0]->kernel->derived.empty());
     ConvCase few = c;
     few.o = 16;
     CHECK(jit::lower_function(make_graph(few, {1, 40, 7, 7}).impl())->groups[0]->kernel->derived.empty());
@@ -184,6 +187,69 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
         CHECK_FALSE(narrow.kernel->reads_derived());
     } else {
         MESSAGE("skipped the channel-lane check: the kernels' instruction set is not AVX-512");
+    }
+#endif
+}
+
+TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transform, which tier 2 reads from 256 bits on") {
+    ConvCase c;
+    c.c = 20;
+    c.o = 48;
+    c.h = 16;
+    c.w = 18;
+    c.pad = {1, 1};
+    c.epi = 1;
+    Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
+    const test::Lowered low = test::lower_one_group(g);
+    const kir::Kernel& k = *low.kernel;
+    REQUIRE(k.derived.size() == 1);
+    const kir::Derived& d = k.derived[0];
+    CHECK(d.winograd);
+    CHECK(k.matmul->winograd == 0);
+    CHECK(k.matmul->a_packed < 0);
+    CHECK(d.source == k.matmul->a);
+    CHECK(d.rows == 48);
+    CHECK(d.cols == 20 * 9);
+    CHECK(d.lanes == cpu::kWinoLanes);
+    CHECK(d.elems() == cpu::winograd_weight_elems(48, 20));
+    // Blocks of whole tiles of channels and whole bands of 4 output rows (of 18 pixels).
+    CHECK((k.matmul->row_block % cpu::kWinoLanes == 0 || k.matmul->row_block >= 48));
+    CHECK(k.matmul->col_block % (4 * 18) == 0);
+    // The layout is src/cpu's transform of the weights.
+    const Tensor& w = low.constant(g, d.source);
+    std::vector<float> got(static_cast<std::size_t>(d.elems()), -1.0f), want(got.size(), -2.0f);
+    kir::fill_derived(d, DType::f32, w.data(), got.data());
+    cpu::winograd_weights(static_cast<const float*>(w.data()), 48, 20, want.data());
+    CHECK(got == want);
+    // Not for a stride of 2, few input channels or a small output.
+    for (int which = 0; which < 3; ++which) {
+        ConvCase other = c;
+        if (which == 0) other.stride = {2, 2};
+        if (which == 1) other.c = 8;
+        if (which == 2) other.h = 13;  // 13 output rows
+        CAPTURE(describe(other));
+        const kir::Kernel& ko = *jit::lower_function(make_graph(other, {1, other.c, other.h, other.w}).impl())->groups[0]->kernel;
+        CHECK(ko.matmul->winograd < 0);
+        for (const kir::Derived& od : ko.derived) CHECK_FALSE(od.winograd);
+    }
+#if defined(KILN_HAVE_LLVM)
+    if (cpu::kernel_cpu_isa() != cpu::CpuIsa::portable) {
+        auto tier = tiers::make_llvm_tier();
+        for (int bytes : {32, 64}) {
+            if (bytes == 64 && cpu::kernel_cpu_isa() != cpu::CpuIsa::avx512) continue;
+            CAPTURE(bytes);
+            tiers::set_llvm_gemm_vector_bytes(bytes);
+            auto code = tier->compile(k, {});
+            REQUIRE(code.kernel);
+            CHECK(code.kernel->reads_derived());
+        }
+        tiers::set_llvm_gemm_vector_bytes(16);  // 128-bit code: no Winograd kernel of that width
+        auto narrow = tier->compile(k, {});
+        tiers::set_llvm_gemm_vector_bytes(0);
+        REQUIRE(narrow.kernel);
+        CHECK_FALSE(narrow.kernel->reads_derived());
+    } else {
+        MESSAGE("skipped the LLVM tier's Winograd check: the kernels' instruction set has no Winograd kernel");
     }
 #endif
 }

@@ -6,9 +6,11 @@
 // (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
 // 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
 #include "src/cpu/gemm.h"
+#include "src/cpu/winograd.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -25,6 +27,7 @@
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
 #include "src/cpu/simd_kernels.h"
+#include "src/cpu/simd_winograd.h"
 
 namespace kiln::cpu {
 namespace {
@@ -39,6 +42,27 @@ struct Avx2F32 {
     static V bcast(const T* p) { return _mm256_broadcast_ss(p); }
     static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
     static V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static V set1(T x) { return _mm256_set1_ps(x); }
+    // p[4i + j] of p[0 .. 32) as vector j (deint4: j < 4; deint2: j < 2): a 4 x 4 transpose
+    // in each 128-bit lane (lane L: tiles L, L + 2, L + 4, L + 6), then the tiles in order.
+    static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const V v0 = load(p), v1 = load(p + 8), v2 = load(p + 16), v3 = load(p + 24);
+        const V t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+        const V t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+        j0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
+        j1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
+        j2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
+        j3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
+    }
+    static void deint2(const T* p, V& j0, V& j1) {
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const V t0 = _mm256_unpacklo_ps(load(p), load(p + 8)), t2 = _mm256_unpacklo_ps(load(p + 16), load(p + 24));
+        j0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
+        j1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
+    }
     static V load2(const T* p) {  // p[0], p[2], ..., p[14]
         const V lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
         const V even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // l0 l2 h0 h2 | l4 l6 h4 h6
@@ -143,6 +167,8 @@ struct Avx2F64 {
 
 constinit const SimdKernels<float> kAvx2F32 =
     simd::make_table<Avx2F32, 6, 2, SimdKernels<float>>(CpuIsa::avx2, 256, 144, 1024, std::make_index_sequence<6>{});
+// Winograd F(4x4, 3x3): register tiles of 6 tiles x 16 channels (12 accumulators).
+constinit const WinogradFn kAvx2Winograd = &simd::winograd43<Avx2F32, 6>;
 constinit const SimdKernels<double> kAvx2F64 =
     simd::make_table<Avx2F64, 6, 2, SimdKernels<double>>(CpuIsa::avx2, 256, 72, 512, std::make_index_sequence<6>{});
 

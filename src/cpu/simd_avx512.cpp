@@ -5,9 +5,11 @@
 // Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
 // blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
 #include "src/cpu/gemm.h"
+#include "src/cpu/winograd.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -24,6 +26,7 @@
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
 #include "src/cpu/simd_kernels.h"
+#include "src/cpu/simd_winograd.h"
 
 namespace kiln::cpu {
 namespace {
@@ -38,6 +41,32 @@ struct Avx512F32 {
     static V bcast(const T* p) { return _mm512_set1_ps(*p); }
     static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
     static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    static V set1(T x) { return _mm512_set1_ps(x); }
+    // p[4i + j] of p[0 .. 64) as vector j (deint4: j < 4; deint2: j < 2).
+    static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {
+        const __m512i e = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
+        const __m512i o = _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2);
+        const __m512i lo = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
+        const __m512i hi = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+        const V v0 = load(p), v1 = load(p + 16), v2 = load(p + 32), v3 = load(p + 48);
+        // a, c: columns 0 and 1 of tiles 0-7 and 8-15; b, d: columns 2 and 3.
+        const V a = _mm512_permutex2var_ps(v0, e, v1), b = _mm512_permutex2var_ps(v0, o, v1);
+        const V c = _mm512_permutex2var_ps(v2, e, v3), d = _mm512_permutex2var_ps(v2, o, v3);
+        j0 = _mm512_permutex2var_ps(a, lo, c);
+        j1 = _mm512_permutex2var_ps(a, hi, c);
+        j2 = _mm512_permutex2var_ps(b, lo, d);
+        j3 = _mm512_permutex2var_ps(b, hi, d);
+    }
+    static void deint2(const T* p, V& j0, V& j1) {
+        const __m512i e = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
+        const __m512i lo = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
+        const __m512i hi = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+        const V a = _mm512_permutex2var_ps(load(p), e, load(p + 16)), c = _mm512_permutex2var_ps(load(p + 32), e, load(p + 48));
+        j0 = _mm512_permutex2var_ps(a, lo, c);
+        j1 = _mm512_permutex2var_ps(a, hi, c);
+    }
     static V load2(const T* p) {  // p[0], p[2], ..., p[30]
         const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
         return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
@@ -164,6 +193,8 @@ struct Avx512F64 {
 
 constinit const SimdKernels<float> kAvx512F32 = simd::make_table<Avx512F32, 12, 2, SimdKernels<float>>(
     CpuIsa::avx512, 256, 144, 1024, std::make_index_sequence<12>{});
+// Winograd F(4x4, 3x3): register tiles of 12 tiles x 32 channels (24 accumulators).
+constinit const WinogradFn kAvx512Winograd = &simd::winograd43<Avx512F32, 12>;
 constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12, 2, SimdKernels<double>>(
     CpuIsa::avx512, 256, 72, 512, std::make_index_sequence<12>{});
 

@@ -2,6 +2,7 @@
 // place of the original, made once per function by the runtime.
 #include "src/kir/kir.h"
 
+#include "src/cpu/winograd.h"
 #include "src/support/check.h"
 
 #include <cstdint>
@@ -34,6 +35,14 @@ template <class T> void transpose_tiles(const Derived& d, const T* src, T* dst) 
 }  // namespace
 
 void fill_derived(const Derived& d, DType dt, const void* src, void* dst) {
+    if (d.winograd) {
+        KILN_CHECK(dt == DType::f32 && d.lanes == cpu::kWinoLanes && d.cols % 9 == 0, "fill_derived: a Winograd layout");
+        const std::int64_t cin = d.cols / 9, per_group = cpu::winograd_weight_elems(d.rows, cin);
+        for (std::int64_t g = 0; g < d.groups; ++g)
+            cpu::winograd_weights(static_cast<const float*>(src) + g * d.rows * d.cols, d.rows, cin,
+                                  static_cast<float*>(dst) + g * per_group);
+        return;
+    }
     switch (dtype_size(dt)) {
     case 8: return transpose_tiles(d, static_cast<const std::uint64_t*>(src), static_cast<std::uint64_t*>(dst));
     case 4: return transpose_tiles(d, static_cast<const std::uint32_t*>(src), static_cast<std::uint32_t*>(dst));

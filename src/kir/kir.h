@@ -209,6 +209,7 @@ struct MatmulHint {
     std::optional<Im2col> im2col;  // set: B is not a dense matrix but a convolution's input
     int a_packed = -1;             // A as Kernel::derived[a_packed] lays it out, or -1
     int b_packed = -1;             // B likewise (2-D B: panels of `lanes` columns), or -1
+    int winograd = -1;             // a 3x3 conv's A as its Winograd transform (Derived::winograd), or -1
 };
 
 // A copy of a constant input buffer in another layout, which the runtime makes once per
@@ -223,11 +224,20 @@ struct MatmulHint {
 // channels). `transposed`: the source holds each matrix transposed (cols x rows), so that
 // source[(g * cols + c) * rows + r] is element (r, c) above (a matmul's 2-D B of k x n,
 // read as n x k: panels of `lanes` columns of B, row after row of k). Of the source's dtype.
+//
+// `winograd`: the other layout, of a 3x3 conv's weights (rows = output channels, cols = 9 x
+// input channels): per group, U of Winograd F(4x4, 3x3) as src/cpu/winograd.h's
+// winograd_weights lays it out (36 points x tiles of `lanes` = 32 output channels x input
+// channels x lanes), for a backend that convolves with it (MatmulHint::winograd).
 struct Derived {
     int source = -1;
     std::int64_t groups = 1, rows = 0, cols = 0, lanes = 0;
     bool transposed = false;
-    std::int64_t elems() const { return groups * ((rows + lanes - 1) / lanes) * lanes * cols; }
+    bool winograd = false;
+    std::int64_t elems() const {
+        const std::int64_t tiles = (rows + lanes - 1) / lanes;
+        return winograd ? groups * 36 * tiles * lanes * (cols / 9) : groups * tiles * lanes * cols;
+    }
 };
 // Writes derived `d` of the source at src (of dtype dt) into dst (d.elems() values).
 void fill_derived(const Derived& d, DType dt, const void* src, void* dst);

@@ -7,6 +7,7 @@
 // nest computes each element with a select, a blocked backend packs it straight from x),
 // and an outer index that covers a block of output channels and a block of output pixels
 // (MatmulHint::col_block), so that threads split the pixels of one image.
+#include "src/cpu/winograd.h"
 #include "src/kir/lower_ctx.h"
 #include "src/support/limits.h"
 
@@ -29,6 +30,14 @@ constexpr std::int64_t kDwColBlock = limits::conv_dw_col_block;
 // them: the copy, as large as the weights, would go unused).
 constexpr std::int64_t kPackLanes = 32;
 constexpr std::int64_t kPackPixels = 256;
+// Winograd F(4x4, 3x3) (src/cpu/winograd.h, MatmulHint::winograd) for 3x3 convs of stride 1
+// with constant weights whose output is at least kWinoMinSide pixels a side and whose
+// channels are at least kWinoMinChannels each way (fewer: the transforms cost more than the
+// multiplications they save). Row blocks of whole tiles of cpu::kWinoLanes channels, at most
+// kWinoRowBlock; column blocks of whole bands of 4 output rows.
+constexpr std::int64_t kWinoMinSide = 14;
+constexpr std::int64_t kWinoMinChannels = 16;
+constexpr std::int64_t kWinoRowBlock = 128;
 
 // 0 <= v < n for an index expression v (a boolean expression).
 ExprRef in_range(const ExprRef& v, const ExprRef& n) {
@@ -74,16 +83,25 @@ void lower_conv(Lowering& L) {
     // Weights that are a graph constant, of a conv whose image is small, are also packed for
     // vectors along the output channels (kir::Derived; a backend's channel-lane path reads
     // them): tiles of kPackLanes channels, so the row blocks are whole tiles.
-    std::int64_t og_c = 0, k_c = 0, npix_c = 0;
-    const bool pack_a = !depthwise && dt == DType::f32 && L.node(Wt).op == ir::Op::constant && const_value(og, &og_c) &&
-                        og_c >= kPackLanes && const_value(K, &k_c) && const_value(npix, &npix_c) && npix_c <= kPackPixels;
-    const std::int64_t row_block = balanced_block(og, kRowBlock, pack_a ? kPackLanes : 8);
-    std::int64_t col_block = balanced_block(npix, depthwise ? kDwColBlock : kColBlock, 16);
+    std::int64_t og_c = 0, k_c = 0, npix_c = 0, kh_c = 0, kw_c = 0, oh_c = 0, ow_c = 0;
+    const bool const_w = L.node(Wt).op == ir::Op::constant;
+    const bool wino = !depthwise && groups == 1 && dt == DType::f32 && const_w && const_value(KH, &kh_c) && kh_c == 3 &&
+                      const_value(KW, &kw_c) && kw_c == 3 && stride[0] == 1 && stride[1] == 1 && dilation[0] == 1 &&
+                      dilation[1] == 1 && const_value(og, &og_c) && og_c >= kWinoMinChannels && cg >= kWinoMinChannels &&
+                      const_value(OH, &oh_c) && oh_c >= kWinoMinSide && const_value(OW, &ow_c) && ow_c >= kWinoMinSide;
+    const bool pack_a = !wino && !depthwise && dt == DType::f32 && const_w && const_value(og, &og_c) && og_c >= kPackLanes &&
+                        const_value(K, &k_c) && const_value(npix, &npix_c) && npix_c <= kPackPixels;
+    const std::int64_t row_block = wino ? balanced_block(og, kWinoRowBlock, cpu::kWinoLanes)
+                                        : balanced_block(og, kRowBlock, pack_a ? kPackLanes : 8);
+    // (Winograd: bands of 4 output rows as the unit, as many as fit in kColBlock pixels.)
+    const std::int64_t col_unit = wino ? 4 * ow_c : 16;
+    std::int64_t col_block = wino ? balanced_block(npix, std::max(col_unit, kColBlock / col_unit * col_unit), col_unit)
+                                  : balanced_block(npix, depthwise ? kDwColBlock : kColBlock, 16);
     // An image whose output channels are one row block and whose pixels one column block
     // would be one outer index, which no second thread can share at batch 1 (mobilenet_v2's
     // 14 x 14 projections: 96 channels, 196 pixels): its pixels make two column blocks.
     std::int64_t og_n = 0;
-    if (!depthwise && const_value(og, &og_n) && og_n <= row_block) col_block = two_blocks_if_one(npix, col_block, 16);
+    if (!depthwise && const_value(og, &og_n) && og_n <= row_block) col_block = two_blocks_if_one(npix, col_block, col_unit);
     const ExprRef rblocks = ceil_div(og, row_block), cblocks = ceil_div(npix, col_block);
 
     // With padding the nest loads x[x_offset] for padded positions too (the value unused):
@@ -183,6 +201,12 @@ void lower_conv(Lowering& L) {
     if (pack_a) {
         h.a_packed = static_cast<int>(L.k.derived.size());
         L.k.derived.push_back(Derived{wbuf, groups, og_c, k_c, kPackLanes});
+    }
+    if (wino) {
+        h.winograd = static_cast<int>(L.k.derived.size());
+        Derived d{wbuf, groups, og_c, 9 * cg, cpu::kWinoLanes};
+        d.winograd = true;
+        L.k.derived.push_back(d);
     }
     L.k.matmul = std::move(h);
 }

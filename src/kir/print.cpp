@@ -140,9 +140,11 @@ std::string print(const Kernel& k) {
            << (k.buffers[i].output ? " (output)" : "") << "\n";
     for (std::size_t i = 0; i < k.derived.size(); ++i) {
         const Derived& d = k.derived[i];
-        os << "  derived d" << i << " of b" << d.source << ": " << d.groups << " x " << d.rows << " x " << d.cols
-           << " in tiles of " << d.lanes << " rows, transposed" << (d.transposed ? ", from the source transposed" : "")
-           << "\n";
+        os << "  derived d" << i << " of b" << d.source << ": " << d.groups << " x " << d.rows << " x " << d.cols;
+        if (d.winograd) os << " as Winograd F(4x4, 3x3) points in tiles of " << d.lanes << " rows\n";
+        else
+            os << " in tiles of " << d.lanes << " rows, transposed" << (d.transposed ? ", from the source transposed" : "")
+               << "\n";
     }
     for (std::size_t i = 0; i < k.params.size(); ++i) {
         os << "  param p" << i << " " << k.params[i];
@@ -177,6 +179,7 @@ std::string print(const Kernel& k) {
         if (h.col_block > 0) os << ", columns per outer " << h.col_block;
         if (h.a_packed >= 0) os << ", A packed as derived d" << h.a_packed;
         if (h.b_packed >= 0) os << ", B packed as derived d" << h.b_packed;
+        if (h.winograd >= 0) os << ", A transformed as derived d" << h.winograd;
         os << "\n    batch v" << h.batch_var << ", row v" << h.row_var << ", col v"
            << h.col_var << ", acc t" << h.acc_temp << ", A offset ";
         e(h.a_offset);

@@ -45,7 +45,7 @@ public:
         for (const Derived& d : k_.derived)
             check(d.source >= 0 && static_cast<std::size_t>(d.source) < k_.buffers.size() &&
                       !k_.buffers[static_cast<std::size_t>(d.source)].output && d.groups >= 1 && d.rows >= 1 &&
-                      d.cols >= 1 && d.lanes >= 1,
+                      d.cols >= 1 && d.lanes >= 1 && (!d.winograd || (d.cols % 9 == 0 && !d.transposed)),
                   "a derived buffer of b" + std::to_string(d.source) + " is malformed");
         check(k_.extent != nullptr, "no extent");
         in_extent_ = true;
@@ -153,6 +153,10 @@ private:
                                  k_.derived[static_cast<std::size_t>(h.b_packed)].source == h.b &&
                                  k_.derived[static_cast<std::size_t>(h.b_packed)].transposed && !h.im2col),
               "matmul hint: b_packed is not a transposed derived buffer of a dense B");
+        check(h.winograd < 0 || (static_cast<std::size_t>(h.winograd) < k_.derived.size() &&
+                                 k_.derived[static_cast<std::size_t>(h.winograd)].source == h.a &&
+                                 k_.derived[static_cast<std::size_t>(h.winograd)].winograd && h.im2col),
+              "matmul hint: winograd is not a Winograd derived buffer of a conv's A");
         check(h.row_block >= 1, "matmul hint: row_block < 1");
         check(h.col_block >= 0, "matmul hint: col_block < 0");
         std::vector<const ExprRef*> extents{&h.m, &h.n, &h.k, &h.batch};

@@ -111,6 +111,18 @@ void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
                    const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept;
 
+// The ahead-of-time Winograd F(4x4, 3x3) kernel (src/cpu/winograd.h) that 3x3 conv code with
+// a MatmulHint::winograd calls (bound in every kernel's JITDylib): the raw convolution of
+// output channels [oc0, oc0 + rows) and output tile rows [ty0, ty1) of the image x (cin planes;
+// geo: the depthwise kernel's 12 int64, of which h, w, ow, ph, pw are read; oh output rows)
+// with the transformed weights u (og_tiles tiles of 32 channels), written to the thread's
+// kernel scratch as rows of ldo values, pixel (y, x) at (y - 4 ty0) * ow + x; returns that
+// buffer, or null (after kernel_failed()) when the scratch cannot be had.
+inline constexpr const char* kWinogradF32Symbol = "kiln_rt_winograd_f32";
+float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, const float* x, const float* u,
+                    std::int64_t oc0, std::int64_t rows, std::int64_t og_tiles, std::int64_t ty0, std::int64_t ty1,
+                    std::int64_t ldo) noexcept;
+
 // Returns whether the code reads the kernel's derived buffers (kir::Derived). Throws
 // CodegenError (only from Kiln's own code: no LLVM callback is involved).
 bool emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,

@@ -37,6 +37,8 @@
 // edge tests; generic dims stay run-time values and every edge case is handled.
 #include "tiers/llvm/gemm_gen.h"
 
+#include "src/cpu/winograd.h"
+
 #include <atomic>
 #include <string>
 
@@ -47,6 +49,8 @@ std::atomic<bool> g_blocked{true};
 std::atomic<int> g_vector_bytes{0};  // 0: from the host features
 
 constexpr std::int64_t kStackBytes = 96 * 1024;
+// winograd(): the most bytes of raw output rows for one kernel call over a whole image.
+constexpr std::int64_t kWinoWholeBytes = 512 * 1024;
 
 using llvm::Value;
 
@@ -146,6 +150,7 @@ void GemmGen::run(Value* begin, Value* end) {
     bbuf_ = em_.buffer_ptr(h_.b);
     // B packed once by the runtime (kir::Derived: panels of `lanes` columns), read in place
     // of packing it per call: f32, whole strips per panel.
+    if (winograd_applies()) wino_u_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.winograd);
     if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a()) {
         bpanel_ = kern_.derived[static_cast<std::size_t>(h_.b_packed)].lanes;
         if (bpanel_ % nr_ == 0) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
@@ -228,6 +233,7 @@ void GemmGen::block(Value* outer, Value* run) {
         // specialised kernel knows which, and emits that path alone (less to compile).
         // Otherwise the implicit GEMM on the padded grid (grid()) where little of the
         // grid is padding, else the packed one.
+        if (wino_u_) return winograd(xb, i0, rows, j0, j1);
         auto conv = [&] {
             if (one_pixel_dense()) return dots(ab, xb, i0, rows);
             if (cacc_t_) return chan(xb, i0, rows, j0, j1);
@@ -237,6 +243,51 @@ void GemmGen::block(Value* outer, Value* run) {
     } else {
         blocked(ab, bb, xb, i0, rows, j0, j1);
     }
+}
+
+bool GemmGen::winograd_applies() {
+    if (h_.winograd < 0 || !h_.im2col || es_ != 4 || vw_ * es_ < 32 || widened_a() || widened_b() ||
+        cpu::kernel_cpu_isa() == cpu::CpuIsa::portable)
+        return false;
+    auto* m = llvm::dyn_cast<llvm::ConstantInt>(m_);
+    auto* n = llvm::dyn_cast<llvm::ConstantInt>(n_);
+    auto* ow = llvm::dyn_cast<llvm::ConstantInt>(im_ow_);
+    auto* k = llvm::dyn_cast<llvm::ConstantInt>(k_dim_);
+    if (!m || !n || !ow || !k || ow->getSExtValue() < 1 || k->getSExtValue() % 9 != 0) return false;
+    const std::int64_t band = 4 * ow->getSExtValue();
+    const bool whole_tiles = h_.row_block % cpu::kWinoLanes == 0 || m->getSExtValue() <= h_.row_block;
+    return whole_tiles && h_.col_block > 0 && h_.col_block % band == 0;
+}
+
+void GemmGen::winograd(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    llvm::Module& mod = *fn_->getParent();
+    auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+    llvm::Type* i64t = b_.getInt64Ty();
+    llvm::FunctionCallee fn = mod.getOrInsertFunction(
+        kWinogradF32Symbol,
+        llvm::FunctionType::get(ptr_t, {ptr_t, i64t, i64t, ptr_t, ptr_t, i64t, i64t, i64t, i64t, i64t, i64t}, false));
+    const std::int64_t ow = llvm::cast<llvm::ConstantInt>(im_ow_)->getSExtValue();
+    const std::int64_t npix = llvm::cast<llvm::ConstantInt>(n_)->getSExtValue();
+    // The column blocks of one call (a thread's run of them) in one kernel call where the raw
+    // rows of the whole image fit in kWinoWholeBytes: the kernel reads U once per chunk of
+    // tiles, so per call rather than per column block (resnet18's 256 -> 256 at 14 x 14: its
+    // 4.7 MB of U per 128 channels outweigh the 18 MFLOP of one column block).
+    const std::int64_t rows_max = std::min<std::int64_t>(h_.row_block, llvm::cast<llvm::ConstantInt>(m_)->getSExtValue());
+    const bool whole = rows_max * npix * es_ <= kWinoWholeBytes;
+    const std::int64_t band = 4 * ow, step = whole ? npix : h_.col_block, ldo = whole ? npix : h_.col_block;
+    Value* cin = b_.CreateSDiv(k_dim_, i64(9));
+    Value* oh = b_.CreateSDiv(n_, i64(ow));
+    Value* og_tiles = b_.CreateSDiv(b_.CreateAdd(m_, i64(cpu::kWinoLanes - 1)), i64(cpu::kWinoLanes));
+    loop(j0, j1, i64(step), "wino.cb", [&](Value* c0) {
+        Value* c1 = smin(b_.CreateAdd(c0, i64(step)), j1);
+        Value* ty0 = b_.CreateSDiv(c0, i64(band));
+        Value* ty1 = b_.CreateSDiv(b_.CreateAdd(c1, i64(band - 1)), i64(band));
+        Value* raw = b_.CreateCall(fn, {geo_, cin, oh, xb, wino_u_, i0, rows, og_tiles, ty0, ty1, i64(ldo)});
+        if_then(b_.CreateIsNotNull(raw), [&] {
+            Value* first = b_.CreateInBoundsGEP(t_, raw, b_.CreateSub(c0, b_.CreateMul(ty0, i64(band))));
+            long_epilogue(first, ldo, i0, rows, c0, b_.CreateSub(c1, c0));
+        });
+    });
 }
 
 bool GemmGen::one_pixel_dense() {

@@ -70,6 +70,7 @@ private:
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
+    Value* wino_u_ = nullptr;  // A as its Winograd transform (MatmulHint::winograd), when winograd_applies()
     std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
 
@@ -219,6 +220,15 @@ private:
     // here would read B column strip by column strip (a stride of n elements per depth
     // index), which the hardware prefetchers do not follow: 3 to 5 times slower at 1 to 5 rows.
     void stream(Value* ab, Value* bb, Value* i0, Value* rows, Value* j0, Value* j1);
+
+    // A 3x3 conv of stride 1 whose hint carries its weights' Winograd transform, with
+    // vectors of 256 bits or more (src/cpu has the kernel) and blocks of whole 32-channel
+    // tiles and whole bands of 4 output rows (bound: the lowering only sets the hint so).
+    bool winograd_applies();
+    // Rows [i0, i0 + rows) of C, columns [j0, j1): per column block, the raw convolution by
+    // src/cpu's Winograd kernel (codegen.h, kWinogradF32Symbol) into the thread's kernel
+    // scratch, then the epilogue from there.
+    void winograd(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
 
     // Rows [i0, i0 + rows) of C (output channels reading the batch entry's one input plane
     // `xb`), columns [j0, j1): each row by src/cpu's depthwise kernel (codegen.h,

@@ -1,11 +1,13 @@
 // The ahead-of-time kernels that tier-2 GEMM and conv code calls (codegen.h): the rows
 // kernel for blocks of fewer rows than a register tile (kRowsF32Symbol: cpu::gemm_acc, at
 // most cpu::kMaxStreamedRows rows a call, so that it streams B instead of packing it), and
-// the depthwise kernel (kDepthwiseF32Symbol: cpu::depthwise_planes).
+// the depthwise kernel (kDepthwiseF32Symbol: cpu::depthwise_planes), and the Winograd kernel
+// (kWinogradF32Symbol: cpu::winograd_f32).
 #include "tiers/llvm/codegen.h"
 
 #include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
+#include "src/cpu/winograd.h"
 #include "tiers/tier.h"
 
 #include <algorithm>
@@ -46,6 +48,26 @@ void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
                    const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1) noexcept {
     depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1);
+}
+
+float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, const float* x, const float* u,
+                    std::int64_t oc0, std::int64_t rows, std::int64_t og_tiles, std::int64_t ty0, std::int64_t ty1,
+                    std::int64_t ldo) noexcept {
+    const cpu::WinoGeometry g{cin, geo[1], geo[2], oh, geo[3], geo[8], geo[9]};
+    const cpu::WinoLayout layout = cpu::winograd_layout(g, ty1 - ty0);
+    // The raw output first, then the kernel's work (both 64-byte aligned: multiples of 16).
+    const std::int64_t out_elems = (rows * ldo + 15) / 16 * 16;
+    auto* out = static_cast<float*>(kernel_scratch((out_elems + layout.elems) * static_cast<std::int64_t>(sizeof(float))));
+    if (out == nullptr) {
+        kernel_failed();
+        return nullptr;
+    }
+    const cpu::WinoBlock b{oc0, rows, og_tiles, ty0, ty1, ldo};
+    if (!cpu::winograd_f32(cpu::kernel_cpu_isa(), g, x, u, b, out, out + out_elems, layout)) {
+        kernel_failed();  // (no vector kernel: code never calls it then; see GemmGen::winograd_applies)
+        return nullptr;
+    }
+    return out;
 }
 
 void gemm_rows_f32(std::int64_t rows, std::int64_t n, std::int64_t kc, const float* a, std::int64_t lda, const float* b,

@@ -1,0 +1,213 @@
+#pragma once
+// The Winograd F(4x4, 3x3) kernel (winograd.h) over a traits type S of f32 (simd_kernels.h's
+// traits, plus sub(a, b), set1(x), and deint4 / deint2: the values p[4i + j] of 4W floats
+// at p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target
+// region, after simd_kernels.h.
+//
+// Per chunk of whole tile rows of the block:
+// 1. input transform, per input channel: the chunk's input rows copied into zero-padded
+//    lines (the padding and the columns past the image are zeros); per tile row, B^T d down
+//    the 6 rows (vectors along the pixels of a line), then d B across, on the columns
+//    deinterleaved by 4 (vector lane i = tile i of the row); V[xi][ic][tile] for the chunk;
+// 2. per 32 output channels: 36 GEMMs (xi), register tiles of T tiles x 2 vectors of
+//    channels over the input channels (U read from its tile, V broadcast), into
+//    M[tile][xi][32];
+// 3. output transform per tile and vector of channels: A^T M A, 16 vectors (one per output
+//    pixel) transposed to channel rows and stored into the block's rows.
+namespace kiln::cpu::simd {
+
+// k = B^T d for one column of 6 values (or the transpose: the same for rows):
+//   k0 = 4 d0 - 5 d2 + d4          k3 = (d4 - d2) + 2 (d3 - d1)
+//   k1 = (d4 - 4 d2) + (d3 - 4 d1)  k4 = (d4 - d2) - 2 (d3 - d1)
+//   k2 = (d4 - 4 d2) - (d3 - 4 d1)  k5 = 4 d1 - 5 d3 + d5
+template <class S> [[gnu::always_inline]] inline void wino_bt(const typename S::V (&d)[6], typename S::V (&k)[6]) {
+    using V = typename S::V;
+    const V four = S::set1(4.0f), mfour = S::set1(-4.0f), mfive = S::set1(-5.0f), two = S::set1(2.0f);
+    const V a = S::fma(mfour, d[2], d[4]), b = S::fma(mfour, d[1], d[3]);
+    const V c = S::sub(d[4], d[2]), e = S::mul(two, S::sub(d[3], d[1]));
+    k[0] = S::fma(four, d[0], S::fma(mfive, d[2], d[4]));
+    k[1] = S::add(a, b);
+    k[2] = S::sub(a, b);
+    k[3] = S::add(c, e);
+    k[4] = S::sub(c, e);
+    k[5] = S::fma(four, d[1], S::fma(mfive, d[3], d[5]));
+}
+
+// y = A^T m for one column of 6 values (4 results):
+//   y0 = m0 + (m1 + m2) + (m3 + m4)    y2 = (m1 + m2) + 4 (m3 + m4)
+//   y1 = (m1 - m2) + 2 (m3 - m4)       y3 = (m1 - m2) + 8 (m3 - m4) + m5
+template <class S> [[gnu::always_inline]] inline void wino_at(const typename S::V (&m)[6], typename S::V (&y)[4]) {
+    using V = typename S::V;
+    const V two = S::set1(2.0f), four = S::set1(4.0f), eight = S::set1(8.0f);
+    const V a = S::add(m[1], m[2]), b = S::sub(m[1], m[2]), c = S::add(m[3], m[4]), d = S::sub(m[3], m[4]);
+    y[0] = S::add(S::add(m[0], a), c);
+    y[1] = S::fma(two, d, b);
+    y[2] = S::fma(four, c, a);
+    y[3] = S::add(S::fma(eight, d, b), m[5]);
+}
+
+// acc[t][v] over the input channels: m[t * 36 * kWinoLanes + v * W] = sum over ic of
+// v_[ic * ldv + t] * u[ic * kWinoLanes + v * W].
+template <class S, int T>
+[[gnu::always_inline]] inline void wino_micro(std::int64_t cin, const float* u, const float* vt, std::int64_t ldv, float* m) {
+    using V = typename S::V;
+    constexpr int W = S::W;
+    V acc[T][2];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = S::zero();
+    for (std::int64_t ic = 0; ic < cin; ++ic) {
+        const V u0 = S::load(u + ic * kWinoLanes), u1 = S::load(u + ic * kWinoLanes + W);
+        const float* vr = vt + ic * ldv;
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+            const V b = S::bcast(vr + t);
+            acc[t][0] = S::fma(b, u0, acc[t][0]);
+            acc[t][1] = S::fma(b, u1, acc[t][1]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+        S::store(m + t * kWinoPoints * kWinoLanes, acc[t][0]);
+        S::store(m + t * kWinoPoints * kWinoLanes + W, acc[t][1]);
+    }
+}
+
+// The micro-kernel of n < T tiles (a chunk's last few).
+template <class S, int T>
+void wino_micro_n(int n, std::int64_t cin, const float* u, const float* vt, std::int64_t ldv, float* m) {
+    if constexpr (T > 0) {
+        if (n == T) return wino_micro<S, T>(cin, u, vt, ldv, m);
+        wino_micro_n<S, T - 1>(n, cin, u, vt, ldv, m);
+    }
+}
+
+// V[xi * xs + tile] of one input channel for the chunk's tile rows [cy0, cy1) (tiles
+// numbered from cy0's first, ntx per row). band: (4 rows + 2) lines of lw; tmp: 6 lines.
+template <class S>
+void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std::int64_t cy0, std::int64_t cy1, float* band,
+                float* tmp, float* v, std::int64_t xs) {
+    using V = typename S::V;
+    constexpr int W = S::W;
+    const std::int64_t ntx = g.tiles_x(), lw = L.lw, lines = 4 * (cy1 - cy0) + 2;
+    for (std::int64_t r = 0; r < lines; ++r) {
+        float* line = band + r * lw;
+        const std::int64_t iy = 4 * cy0 - g.ph + r;
+        if (iy < 0 || iy >= g.h) {
+            std::memset(line, 0, sizeof(float) * static_cast<std::size_t>(lw));
+            continue;
+        }
+        std::memset(line, 0, sizeof(float) * static_cast<std::size_t>(g.pw));
+        std::memcpy(line + g.pw, x + iy * g.w, sizeof(float) * static_cast<std::size_t>(g.w));
+        std::memset(line + g.pw + g.w, 0, sizeof(float) * static_cast<std::size_t>(lw - g.pw - g.w));
+    }
+    for (std::int64_t ty = cy0; ty < cy1; ++ty) {
+        const float* rows = band + 4 * (ty - cy0) * lw;
+        for (std::int64_t c = 0; c < lw; c += W) {
+            V d[6], k[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; ++i) d[i] = S::load(rows + i * lw + c);
+            wino_bt<S>(d, k);
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; ++i) S::store(tmp + i * lw + c, k[i]);
+        }
+        const std::int64_t t0 = (ty - cy0) * ntx;
+        for (int i = 0; i < 6; ++i) {
+            const float* row = tmp + i * lw;
+            float* vi = v + i * 6 * xs + t0;
+            for (std::int64_t gx = 0; gx < ntx; gx += W) {
+                V d[6], k[6];
+                S::deint4(row + 4 * gx, d[0], d[1], d[2], d[3]);
+                S::deint2(row + 4 * gx + 4, d[4], d[5]);
+                wino_bt<S>(d, k);
+                // W lanes: past the row's last tile they spill into the next row's slots,
+                // which its own stores overwrite (and past the chunk's last, into slack).
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; ++j) S::store(vi + j * xs + gx, k[j]);
+            }
+        }
+    }
+}
+
+// The output pixels of tile t (row ty, column tx) for the vector of channels at lane lo of
+// M's rows: A^T M A, stored to channel rows [oc, oc + n) of out.
+template <class S>
+void wino_output(const WinoGeometry& g, const float* m, std::int64_t ty, std::int64_t tx, float* out, std::int64_t ldo,
+                 std::int64_t n) {
+    using V = typename S::V;
+    constexpr int W = S::W;
+    V s[4][6];
+    for (int l = 0; l < 6; ++l) {
+        V col[6], y[4];
+#pragma GCC unroll 6
+        for (int k = 0; k < 6; ++k) col[k] = S::load(m + (k * 6 + l) * kWinoLanes);
+        wino_at<S>(col, y);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) s[r][l] = y[r];
+    }
+    V px[16];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+        V y[4];
+        wino_at<S>(s[r], y);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) px[r * 4 + c] = y[c];
+    }
+    const std::int64_t nx = g.ow - 4 * tx < 4 ? g.ow - 4 * tx : 4, ny = g.oh - 4 * ty < 4 ? g.oh - 4 * ty : 4;
+    alignas(64) float buf[W];
+#pragma GCC unroll 2
+    for (int h = 0; h < 16 / W; ++h) {
+        V r[W];
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) r[i] = px[h * W + i];
+        S::transpose(r);  // r[o]: channel o's pixels h * W .. h * W + W (W / 4 rows of 4)
+        for (std::int64_t o = 0; o < n; ++o) {
+            S::store(buf, r[o]);
+            for (int q = 0; q < W / 4; ++q) {
+                const std::int64_t dy = h * (W / 4) + q;
+                if (dy >= ny) break;
+                float* dst = out + o * ldo + dy * g.ow + 4 * tx;
+                if (nx == 4) std::memcpy(dst, buf + 4 * q, 4 * sizeof(float));
+                else
+                    for (std::int64_t c = 0; c < nx; ++c) dst[c] = buf[4 * q + c];
+            }
+        }
+    }
+}
+
+template <class S, int T>
+void winograd43(const WinoGeometry& g, const float* x, const float* u, const WinoBlock& b, float* out, float* ws,
+                const WinoLayout& L) {
+    constexpr int W = S::W, P = 2 * W;
+    const std::int64_t ntx = g.tiles_x(), cin = g.cin, ldv = L.ldv, xs = cin * ldv;
+    float *band = ws + L.band, *tmp = ws + L.tmp, *v = ws + L.v, *m = ws + L.m;
+    for (std::int64_t cy0 = b.ty0; cy0 < b.ty1; cy0 += L.chunk_rows) {
+        const std::int64_t cy1 = cy0 + L.chunk_rows < b.ty1 ? cy0 + L.chunk_rows : b.ty1, nt = (cy1 - cy0) * ntx;
+        for (std::int64_t ic = 0; ic < cin; ++ic)
+            wino_input<S>(g, L, x + ic * g.h * g.w, cy0, cy1, band, tmp, v + ic * ldv, xs);
+        const std::int64_t full = nt / T * T;
+        for (std::int64_t oc = 0; oc < b.rows; oc += kWinoLanes) {
+            const float* ut = u + (b.oc0 + oc) / kWinoLanes * cin * kWinoLanes;
+            const std::int64_t ustride = b.og_tiles * cin * kWinoLanes;
+            for (int h = 0; h < kWinoLanes / P && oc + h * P < b.rows; ++h)
+                for (int xi = 0; xi < kWinoPoints; ++xi) {
+                    const float* up = ut + xi * ustride + h * P;
+                    const float* vx = v + xi * xs;
+                    float* mx = m + xi * kWinoLanes + h * P;
+                    for (std::int64_t t = 0; t < full; t += T)
+                        wino_micro<S, T>(cin, up, vx + t, ldv, mx + t * kWinoPoints * kWinoLanes);
+                    if (full < nt)
+                        wino_micro_n<S, T - 1>(static_cast<int>(nt - full), cin, up, vx + full, ldv,
+                                               mx + full * kWinoPoints * kWinoLanes);
+                }
+            for (std::int64_t t = 0; t < nt; ++t) {
+                const std::int64_t ty = cy0 + t / ntx, tx = t % ntx;
+                float* o = out + oc * b.ldo + 4 * (ty - b.ty0) * g.ow;
+                for (std::int64_t lo = 0; lo < kWinoLanes && oc + lo < b.rows; lo += W)
+                    wino_output<S>(g, m + t * kWinoPoints * kWinoLanes + lo, ty, tx, o + lo * b.ldo, b.ldo,
+                                   b.rows - oc - lo < W ? b.rows - oc - lo : W);
+            }
+        }
+    }
+}
+
+}  // namespace kiln::cpu::simd

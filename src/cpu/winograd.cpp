@@ -1,0 +1,83 @@
+// Winograd F(4x4, 3x3) (winograd.h): the weights' transform, the kernel's scratch layout,
+// the choice of kernel.
+#include "src/cpu/winograd.h"
+
+#include <algorithm>
+
+namespace kiln::cpu {
+namespace {
+
+using I64 = std::int64_t;
+
+// G of F(4, 3) (points 0, 1, -1, 2, -2, infinity): U = G g G^T.
+constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+                             {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                             {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                             {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                             {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                             {0, 0, 1}};
+
+// The input transforms of a chunk's tiles kept at once: at most this many bytes, and at
+// least one tile row. U is read once per chunk: resnet18's 256-channel 14 x 14 image (16
+// tiles, 590 KB of V) is one chunk.
+constexpr I64 kChunkBytes = 768 * 1024;
+
+I64 round16(I64 n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+std::int64_t winograd_weight_elems(std::int64_t og, std::int64_t cin) {
+    return kWinoPoints * ((og + kWinoLanes - 1) / kWinoLanes) * kWinoLanes * cin;
+}
+
+void winograd_weights(const float* w, std::int64_t og, std::int64_t cin, float* u) {
+    const I64 tiles = (og + kWinoLanes - 1) / kWinoLanes;
+    std::fill(u, u + winograd_weight_elems(og, cin), 0.0f);
+    for (I64 oc = 0; oc < og; ++oc)
+        for (I64 ic = 0; ic < cin; ++ic) {
+            const float* g = w + (oc * cin + ic) * 9;
+            double gt[6][3];  // G g
+            for (int k = 0; k < 6; ++k)
+                for (int j = 0; j < 3; ++j)
+                    gt[k][j] = kG[k][0] * g[j] + kG[k][1] * g[3 + j] + kG[k][2] * g[6 + j];
+            for (int k = 0; k < 6; ++k)
+                for (int l = 0; l < 6; ++l) {
+                    const double v = gt[k][0] * kG[l][0] + gt[k][1] * kG[l][1] + gt[k][2] * kG[l][2];
+                    const I64 xi = k * 6 + l;
+                    u[((xi * tiles + oc / kWinoLanes) * cin + ic) * kWinoLanes + oc % kWinoLanes] = static_cast<float>(v);
+                }
+        }
+}
+
+WinoLayout winograd_layout(const WinoGeometry& g, std::int64_t ty_rows) {
+    WinoLayout L;
+    const I64 ntx = std::max<I64>(g.tiles_x(), 1);
+    const I64 per_tile = kWinoPoints * std::max<I64>(g.cin, 1) * static_cast<I64>(sizeof(float));
+    L.chunk_rows = std::clamp<I64>(kChunkBytes / per_tile / ntx, 1, std::max<I64>(ty_rows, 1));
+    const I64 nt = L.chunk_rows * ntx;
+    // Lines: the deinterleaving loads read 4 values per tile of whole vectors of up to 16
+    // tiles, plus 4 (the last tile's columns 4 and 5); V's rows: W lanes past the last tile.
+    L.lw = 4 * ((ntx + 15) / 16 * 16) + 16;
+    L.ldv = round16(nt + 16);
+    L.band = 0;
+    L.tmp = L.band + round16((4 * L.chunk_rows + 2) * L.lw);
+    L.v = L.tmp + round16(6 * L.lw);
+    L.m = L.v + kWinoPoints * g.cin * L.ldv;
+    L.elems = L.m + nt * kWinoPoints * kWinoLanes;
+    return L;
+}
+
+bool winograd_f32(CpuIsa isa, const WinoGeometry& g, const float* x, const float* u, const WinoBlock& b, float* out,
+                  float* scratch, const WinoLayout& layout) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    switch (cap_cpu_isa(isa)) {
+    case CpuIsa::avx512: kAvx512Winograd(g, x, u, b, out, scratch, layout); return true;
+    case CpuIsa::avx2: kAvx2Winograd(g, x, u, b, out, scratch, layout); return true;
+    case CpuIsa::portable: return false;
+    }
+#endif
+    (void)isa, (void)g, (void)x, (void)u, (void)b, (void)out, (void)scratch, (void)layout;
+    return false;
+}
+
+}  // namespace kiln::cpu
