@@ -76,7 +76,7 @@ inline bool winograd_eligible(const ConvCase& c) {
     const std::int64_t oh = out_size(c.h, c.kh, c.stride[0], c.pad[0], c.dil[0]);
     const std::int64_t ow = out_size(c.w, c.kw, c.stride[1], c.pad[1], c.dil[1]);
     return c.dt == DType::f32 && c.groups == 1 && c.kh == 3 && c.kw == 3 && c.stride == Pair{1, 1} &&
-           c.dil == Pair{1, 1} && c.c >= 16 && c.o >= 16 && oh >= 14 && ow >= 14;
+           c.dil == Pair{1, 1} && c.c >= 16 && c.o >= 16 && oh >= 12 && ow >= 12;
 }
 
 inline double tol(const ConvCase& c) {
@@ -195,7 +195,7 @@ inline std::vector<ConvCase> cases() {
     // tiles are 3 vectors wide (gemm.cpp), and the runs of its strips, cut at the rows' ends,
     // vary in length (the epilogue's whole vectors, then scalars).
     add([](ConvCase& c) { c.c = 3; c.o = 12; c.h = 20; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 4; });
-    // 3x3 convs of stride 1 with at least 16 channels each way onto outputs of 14 pixels a
+    // 3x3 convs of stride 1 with at least 16 channels each way onto outputs of 12 pixels a
     // side or more: Winograd F(4x4, 3x3) at 256 and 512 bits (kir::MatmulHint::winograd):
     // 40 output channels (a tile and a part of one) on two samples in four bands per column
     // block; 33 channels on 15 x 15 outputs (tiles cut at the right and bottom edges) with
