@@ -45,6 +45,12 @@ struct Avx2F32 {
     static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
     static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
     static V set1(T x) { return _mm256_set1_ps(x); }
+    static V load_lanes(const T* p, std::int64_t lo, std::int64_t hi) {  // 0 <= lo < hi <= W
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lane),
+                                               _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane));
+        return _mm256_maskload_ps(p, in);
+    }
     // p[4i + j] of p[0 .. 32) as vector j (deint4: j < 4; deint2: j < 2): a 4 x 4 transpose
     // in each 128-bit lane (lane L: tiles L, L + 2, L + 4, L + 6), then the tiles in order.
     static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {

@@ -44,6 +44,9 @@ struct Avx512F32 {
     static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
     static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
     static V set1(T x) { return _mm512_set1_ps(x); }
+    static V load_lanes(const T* p, std::int64_t lo, std::int64_t hi) {  // 0 <= lo < hi <= W
+        return _mm512_maskz_loadu_ps(static_cast<__mmask16>(first(hi) & ~first(lo)), p);
+    }
     // p[4i + j] of p[0 .. 64) as vector j (deint4: j < 4; deint2: j < 2).
     static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {
         const __m512i e = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);

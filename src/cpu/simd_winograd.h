@@ -1,13 +1,13 @@
 #pragma once
 // The Winograd F(4x4, 3x3) kernel (winograd.h) over a traits type S of f32 (simd_kernels.h's
-// traits, plus sub(a, b), set1(x), and deint4 / deint2: the values p[4i + j] of 4W floats
-// at p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target
+// traits, plus sub(a, b), mul(a, b), set1(x), load_lanes(p, lo, hi) (lanes [lo, hi) of p,
+// zeros elsewhere, the others not read), and deint4 / deint2: the values p[4i + j] of 4W
+// floats at p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target
 // region, after simd_kernels.h.
 //
 // Per chunk of whole tile rows of the block:
-// 1. input transform, per input channel: the chunk's input rows copied into zero-padded
-//    lines (the padding and the columns past the image are zeros); per tile row, B^T d down
-//    the 6 rows (vectors along the pixels of a line), then d B across, on the columns
+// 1. input transform, per input channel and tile row: B^T d down its 6 input rows (vectors
+//    along the pixels of a row, zeros for the padding), then d B across, on the columns
 //    deinterleaved by 4 (vector lane i = tile i of the row); V[xi][ic][tile] for the chunk;
 // 2. per 32 output channels: 36 GEMMs (xi), register tiles of T tiles x 2 vectors of
 //    channels over the input channels (U read from its tile, V broadcast), into
@@ -47,15 +47,23 @@ template <class S> [[gnu::always_inline]] inline void wino_at(const typename S::
 }
 
 // acc[t][v] over the input channels: m[t * 36 * kWinoLanes + v * W] = sum over ic of
-// v_[ic * ldv + t] * u[ic * kWinoLanes + v * W].
-template <class S, int T>
-[[gnu::always_inline]] inline void wino_micro(std::int64_t cin, const float* u, const float* vt, std::int64_t ldv, float* m) {
+// v_[ic * ldv + t] * u[ic * kWinoLanes + v * W]. With PF, each step also prefetches the row
+// of the next panel of U that the next point reads (pf): U is read once per chunk, from
+// memory where it outgrows the caches (resnet18's 256 channels: 9.4 MB), and its panels lie
+// ustride apart, which no hardware prefetcher follows.
+template <class S, int T, bool PF = false>
+[[gnu::always_inline]] inline void wino_micro(std::int64_t cin, const float* u, const float* vt, std::int64_t ldv, float* m,
+                                              const float* pf = nullptr) {
     using V = typename S::V;
     constexpr int W = S::W;
     V acc[T][2];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = S::zero();
     for (std::int64_t ic = 0; ic < cin; ++ic) {
+        if constexpr (PF) {
+            __builtin_prefetch(pf + ic * kWinoLanes);
+            __builtin_prefetch(pf + ic * kWinoLanes + 16);
+        }
         const V u0 = S::load(u + ic * kWinoLanes), u1 = S::load(u + ic * kWinoLanes + W);
         const float* vr = vt + ic * ldv;
 #pragma GCC unroll 16
@@ -81,31 +89,33 @@ void wino_micro_n(int n, std::int64_t cin, const float* u, const float* vt, std:
     }
 }
 
-// V[xi * xs + tile] of one input channel for the chunk's tile rows [cy0, cy1) (tiles
-// numbered from cy0's first, ntx per row). band: (4 rows + 2) lines of lw; tmp: 6 lines.
+// Padded columns [c, c + W) of image row `row` (w values; pw zeros before it, zeros after).
+template <class S> [[gnu::always_inline]] inline typename S::V wino_cols(const float* row, std::int64_t c, std::int64_t pw, std::int64_t w) {
+    const std::int64_t x0 = c - pw;
+    if (x0 >= 0 && x0 + S::W <= w) return S::load(row + x0);
+    const std::int64_t lo = x0 < 0 ? -x0 : 0, hi = w - x0 < S::W ? w - x0 : S::W;
+    if (hi <= lo) return S::zero();
+    return S::load_lanes(row + x0, lo, hi);  // (lanes outside [lo, hi) are not read)
+}
+
+// V[xi * xs + tile] of one input channel x for the chunk's tile rows [cy0, cy1) (tiles
+// numbered from cy0's first, ntx per row). Per tile row: B^T d down its 6 input rows, read
+// straight from the image (rows outside it are zeros; columns by masked loads at the edges),
+// into tmp (6 lines of lw, of which the first 4 ntx + 2 columns are written: the rest stay
+// zero from the kernel's start), then d B across it.
 template <class S>
-void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std::int64_t cy0, std::int64_t cy1, float* band,
-                float* tmp, float* v, std::int64_t xs) {
+void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std::int64_t cy0, std::int64_t cy1, float* tmp,
+                float* v, std::int64_t xs) {
     using V = typename S::V;
     constexpr int W = S::W;
-    const std::int64_t ntx = g.tiles_x(), lw = L.lw, lines = 4 * (cy1 - cy0) + 2;
-    for (std::int64_t r = 0; r < lines; ++r) {
-        float* line = band + r * lw;
-        const std::int64_t iy = 4 * cy0 - g.ph + r;
-        if (iy < 0 || iy >= g.h) {
-            std::memset(line, 0, sizeof(float) * static_cast<std::size_t>(lw));
-            continue;
-        }
-        std::memset(line, 0, sizeof(float) * static_cast<std::size_t>(g.pw));
-        std::memcpy(line + g.pw, x + iy * g.w, sizeof(float) * static_cast<std::size_t>(g.w));
-        std::memset(line + g.pw + g.w, 0, sizeof(float) * static_cast<std::size_t>(lw - g.pw - g.w));
-    }
+    const std::int64_t ntx = g.tiles_x(), lw = L.lw, cols = (4 * ntx + 2 + W - 1) / W * W;
     for (std::int64_t ty = cy0; ty < cy1; ++ty) {
-        const float* rows = band + 4 * (ty - cy0) * lw;
-        for (std::int64_t c = 0; c < lw; c += W) {
+        const std::int64_t iy0 = 4 * ty - g.ph;
+        for (std::int64_t c = 0; c < cols; c += W) {
             V d[6], k[6];
 #pragma GCC unroll 6
-            for (int i = 0; i < 6; ++i) d[i] = S::load(rows + i * lw + c);
+            for (int i = 0; i < 6; ++i)
+                d[i] = iy0 + i >= 0 && iy0 + i < g.h ? wino_cols<S>(x + (iy0 + i) * g.w, c, g.pw, g.w) : S::zero();
             wino_bt<S>(d, k);
 #pragma GCC unroll 6
             for (int i = 0; i < 6; ++i) S::store(tmp + i * lw + c, k[i]);
@@ -179,21 +189,32 @@ void winograd43(const WinoGeometry& g, const float* x, const float* u, const Win
                 const WinoLayout& L) {
     constexpr int W = S::W, P = 2 * W;
     const std::int64_t ntx = g.tiles_x(), cin = g.cin, ldv = L.ldv, xs = cin * ldv;
-    float *band = ws + L.band, *tmp = ws + L.tmp, *v = ws + L.v, *m = ws + L.m;
+    float *tmp = ws + L.tmp, *v = ws + L.v, *m = ws + L.m;
+    for (std::int64_t i = 0; i < 6 * L.lw; ++i) tmp[i] = 0.0f;
     for (std::int64_t cy0 = b.ty0; cy0 < b.ty1; cy0 += L.chunk_rows) {
         const std::int64_t cy1 = cy0 + L.chunk_rows < b.ty1 ? cy0 + L.chunk_rows : b.ty1, nt = (cy1 - cy0) * ntx;
         for (std::int64_t ic = 0; ic < cin; ++ic)
-            wino_input<S>(g, L, x + ic * g.h * g.w, cy0, cy1, band, tmp, v + ic * ldv, xs);
+            wino_input<S>(g, L, x + ic * g.h * g.w, cy0, cy1, tmp, v + ic * ldv, xs);
         const std::int64_t full = nt / T * T;
         for (std::int64_t oc = 0; oc < b.rows; oc += kWinoLanes) {
             const float* ut = u + (b.oc0 + oc) / kWinoLanes * cin * kWinoLanes;
             const std::int64_t ustride = b.og_tiles * cin * kWinoLanes;
-            for (int h = 0; h < kWinoLanes / P && oc + h * P < b.rows; ++h)
-                for (int xi = 0; xi < kWinoPoints; ++xi) {
+            // Both halves of a 32-channel tile (256 bits) per point, while that point's V is in L1.
+            for (int xi = 0; xi < kWinoPoints; ++xi)
+                for (int h = 0; h < kWinoLanes / P && oc + h * P < b.rows; ++h) {
                     const float* up = ut + xi * ustride + h * P;
                     const float* vx = v + xi * xs;
                     float* mx = m + xi * kWinoLanes + h * P;
-                    for (std::int64_t t = 0; t < full; t += T)
+                    // The next panel: the next point's, else the next tile's first (else none).
+                    const float* next = xi + 1 < kWinoPoints           ? ut + (xi + 1) * ustride
+                                        : oc + kWinoLanes < b.rows ? ut + cin * kWinoLanes
+                                                                   : nullptr;
+                    std::int64_t t = 0;
+                    if (h == 0 && next != nullptr && full > 0) {
+                        wino_micro<S, T, true>(cin, up, vx, ldv, mx, next);
+                        t = T;
+                    }
+                    for (; t < full; t += T)
                         wino_micro<S, T>(cin, up, vx + t, ldv, mx + t * kWinoPoints * kWinoLanes);
                     if (full < nt)
                         wino_micro_n<S, T - 1>(static_cast<int>(nt - full), cin, up, vx + full, ldv,

@@ -59,8 +59,7 @@ WinoLayout winograd_layout(const WinoGeometry& g, std::int64_t ty_rows) {
     // tiles, plus 4 (the last tile's columns 4 and 5); V's rows: W lanes past the last tile.
     L.lw = 4 * ((ntx + 15) / 16 * 16) + 16;
     L.ldv = round16(nt + 16);
-    L.band = 0;
-    L.tmp = L.band + round16((4 * L.chunk_rows + 2) * L.lw);
+    L.tmp = 0;
     L.v = L.tmp + round16(6 * L.lw);
     L.m = L.v + kWinoPoints * g.cin * L.ldv;
     L.elems = L.m + nt * kWinoPoints * kWinoLanes;
