@@ -6,9 +6,9 @@
 // region, after simd_kernels.h.
 //
 // Per chunk of whole tile rows of the block:
-// 1. input transform, per input channel and tile row: B^T d down its 6 input rows (vectors
-//    along the pixels of a row, zeros for the padding), then d B across, on the columns
-//    deinterleaved by 4 (vector lane i = tile i of the row); V[xi][ic][tile] for the chunk;
+// 1. input transform, per input channel: per tile row, B^T d down its 6 input rows (vectors
+//    along the pixels of a row, zeros for the padding); then d B across, on the columns
+//    deinterleaved by 4 (vector lane i = tile i of the chunk); V[xi][ic][tile];
 // 2. per 32 output channels: 36 GEMMs (xi), register tiles of T tiles x 2 vectors of
 //    channels over the input channels (U read from its tile, V broadcast), into
 //    M[tile][xi][32];
@@ -99,16 +99,22 @@ template <class S> [[gnu::always_inline]] inline typename S::V wino_cols(const f
 }
 
 // V[xi * xs + tile] of one input channel x for the chunk's tile rows [cy0, cy1) (tiles
-// numbered from cy0's first, ntx per row). Per tile row: B^T d down its 6 input rows, read
-// straight from the image (rows outside it are zeros; columns by masked loads at the edges),
-// into tmp (6 lines of lw, of which the first 4 ntx + 2 columns are written: the rest stay
-// zero from the kernel's start), then d B across it.
+// numbered from cy0's first, ntx per row, nt in all). Per tile row: B^T d down its 6 input
+// rows, read straight from the image (rows outside it are zeros; columns by masked loads at
+// the edges), into tmp (6 lines of lw, of which the first 4 ntx + 2 columns are written).
+// Its columns [0, 4 ntx) go to line a[i] and [4, 4 ntx + 4) to line b[i] at 4 ntx per tile
+// row, so that the chunk's tiles lie at 4 floats apart across its rows (a: a tile's columns
+// 0-3, b: 4-5 and two more); then d B across a and b, W tiles a vector (no lanes lost to a
+// row's end: a 14 x 14 image has 4 tiles a row). Stores of whole vectors spill past a row's
+// end into the next row's place, which its own stores overwrite (and past the last, into
+// slack, zero from the kernel's start).
 template <class S>
 void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std::int64_t cy0, std::int64_t cy1, float* tmp,
-                float* v, std::int64_t xs) {
+                float* ab, float* v, std::int64_t xs) {
     using V = typename S::V;
     constexpr int W = S::W;
-    const std::int64_t ntx = g.tiles_x(), lw = L.lw, cols = (4 * ntx + 2 + W - 1) / W * W;
+    const std::int64_t ntx = g.tiles_x(), lw = L.lw, cols = (4 * ntx + 2 + W - 1) / W * W, pitch = 4 * ntx;
+    const std::int64_t nt = (cy1 - cy0) * ntx;
     for (std::int64_t ty = cy0; ty < cy1; ++ty) {
         const std::int64_t iy0 = 4 * ty - g.ph;
         for (std::int64_t c = 0; c < cols; c += W) {
@@ -120,20 +126,23 @@ void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std:
 #pragma GCC unroll 6
             for (int i = 0; i < 6; ++i) S::store(tmp + i * lw + c, k[i]);
         }
-        const std::int64_t t0 = (ty - cy0) * ntx;
-        for (int i = 0; i < 6; ++i) {
-            const float* row = tmp + i * lw;
-            float* vi = v + i * 6 * xs + t0;
-            for (std::int64_t gx = 0; gx < ntx; gx += W) {
-                V d[6], k[6];
-                S::deint4(row + 4 * gx, d[0], d[1], d[2], d[3]);
-                S::deint2(row + 4 * gx + 4, d[4], d[5]);
-                wino_bt<S>(d, k);
-                // W lanes: past the row's last tile they spill into the next row's slots,
-                // which its own stores overwrite (and past the chunk's last, into slack).
-#pragma GCC unroll 6
-                for (int j = 0; j < 6; ++j) S::store(vi + j * xs + gx, k[j]);
+        const std::int64_t at = (ty - cy0) * pitch;
+        for (int i = 0; i < 6; ++i)
+            for (std::int64_t c = 0; c < pitch; c += W) {
+                S::store(ab + (2 * i) * L.abw + at + c, S::load(tmp + i * lw + c));
+                S::store(ab + (2 * i + 1) * L.abw + at + c, S::load(tmp + i * lw + c + 4));
             }
+    }
+    for (int i = 0; i < 6; ++i) {
+        const float *a = ab + (2 * i) * L.abw, *b = ab + (2 * i + 1) * L.abw;
+        float* vi = v + i * 6 * xs;
+        for (std::int64_t t = 0; t < nt; t += W) {
+            V d[6], k[6];
+            S::deint4(a + 4 * t, d[0], d[1], d[2], d[3]);
+            S::deint2(b + 4 * t, d[4], d[5]);
+            wino_bt<S>(d, k);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; ++j) S::store(vi + j * xs + t, k[j]);
         }
     }
 }
@@ -189,12 +198,12 @@ void winograd43(const WinoGeometry& g, const float* x, const float* u, const Win
                 const WinoLayout& L) {
     constexpr int W = S::W, P = 2 * W;
     const std::int64_t ntx = g.tiles_x(), cin = g.cin, ldv = L.ldv, xs = cin * ldv;
-    float *tmp = ws + L.tmp, *v = ws + L.v, *m = ws + L.m;
-    for (std::int64_t i = 0; i < 6 * L.lw; ++i) tmp[i] = 0.0f;
+    float *tmp = ws + L.tmp, *ab = ws + L.ab, *v = ws + L.v, *m = ws + L.m;
+    for (std::int64_t i = 0; i < L.v; ++i) ws[i] = 0.0f;  // tmp's and a / b's slack read as zeros
     for (std::int64_t cy0 = b.ty0; cy0 < b.ty1; cy0 += L.chunk_rows) {
         const std::int64_t cy1 = cy0 + L.chunk_rows < b.ty1 ? cy0 + L.chunk_rows : b.ty1, nt = (cy1 - cy0) * ntx;
         for (std::int64_t ic = 0; ic < cin; ++ic)
-            wino_input<S>(g, L, x + ic * g.h * g.w, cy0, cy1, tmp, v + ic * ldv, xs);
+            wino_input<S>(g, L, x + ic * g.h * g.w, cy0, cy1, tmp, ab, v + ic * ldv, xs);
         const std::int64_t full = nt / T * T;
         for (std::int64_t oc = 0; oc < b.rows; oc += kWinoLanes) {
             const float* ut = u + (b.oc0 + oc) / kWinoLanes * cin * kWinoLanes;

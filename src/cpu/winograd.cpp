@@ -59,8 +59,11 @@ WinoLayout winograd_layout(const WinoGeometry& g, std::int64_t ty_rows) {
     // tiles, plus 4 (the last tile's columns 4 and 5); V's rows: W lanes past the last tile.
     L.lw = 4 * ((ntx + 15) / 16 * 16) + 16;
     L.ldv = round16(nt + 16);
+    // a / b lines: 4 values per tile of the chunk, and the last vector's spill (16 tiles).
+    L.abw = round16(4 * nt + 64);
     L.tmp = 0;
-    L.v = L.tmp + round16(6 * L.lw);
+    L.ab = L.tmp + round16(6 * L.lw);
+    L.v = L.ab + 12 * L.abw;
     L.m = L.v + kWinoPoints * g.cin * L.ldv;
     L.elems = L.m + nt * kWinoPoints * kWinoLanes;
     return L;

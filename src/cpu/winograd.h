@@ -57,10 +57,11 @@ struct WinoBlock {
 // Where the kernel keeps its work (element offsets into its scratch, each a multiple of 16),
 // for blocks of up to ty_rows tile rows: chunks of chunk_rows tile rows (their input
 // transforms V kept at once, sized for L2), a tile row's 6 half-transformed lines of lw
-// values (tmp), V rows of ldv tiles, the GEMMs' sums (m).
+// values (tmp), 12 lines of abw values (the chunk's half-transformed columns, a tile every 4),
+// V rows of ldv tiles, the GEMMs' sums (m).
 struct WinoLayout {
-    std::int64_t chunk_rows = 1, lw = 0, ldv = 0;
-    std::int64_t tmp = 0, v = 0, m = 0, elems = 0;
+    std::int64_t chunk_rows = 1, lw = 0, abw = 0, ldv = 0;
+    std::int64_t tmp = 0, ab = 0, v = 0, m = 0, elems = 0;
 };
 WinoLayout winograd_layout(const WinoGeometry& g, std::int64_t ty_rows);
 
