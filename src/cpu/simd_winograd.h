@@ -16,34 +16,36 @@
 //    pixel) transposed to channel rows and stored into the block's rows.
 namespace kiln::cpu::simd {
 
-// k = B^T d for one column of 6 values (or the transpose: the same for rows):
-//   k0 = 4 d0 - 5 d2 + d4          k3 = (d4 - d2) + 2 (d3 - d1)
-//   k1 = (d4 - 4 d2) + (d3 - 4 d1)  k4 = (d4 - d2) - 2 (d3 - d1)
-//   k2 = (d4 - 4 d2) - (d3 - 4 d1)  k5 = 4 d1 - 5 d3 + d5
+// k = B^T d for one column of 6 values (or the transpose: the same for rows), for the
+// points 0, -1, 1, 1/2, -2 (winograd.h), with e = d3 - d1, f = d4 - d2:
+//   k0 = (d0 + d4 - 2 d2) + 1.5 e        k3 = f + 2 e
+//   k1 = (d1 + d4) + 0.5 d3 - 2.5 d2     k4 = f - 0.5 e
+//   k2 = (d4 - d1) + 0.5 d2 + 2.5 d3     k5 = (d1 + d5 - 2 d3) + 1.5 f
 template <class S> [[gnu::always_inline]] inline void wino_bt(const typename S::V (&d)[6], typename S::V (&k)[6]) {
     using V = typename S::V;
-    const V four = S::set1(4.0f), mfour = S::set1(-4.0f), mfive = S::set1(-5.0f), two = S::set1(2.0f);
-    const V a = S::fma(mfour, d[2], d[4]), b = S::fma(mfour, d[1], d[3]);
-    const V c = S::sub(d[4], d[2]), e = S::mul(two, S::sub(d[3], d[1]));
-    k[0] = S::fma(four, d[0], S::fma(mfive, d[2], d[4]));
-    k[1] = S::add(a, b);
-    k[2] = S::sub(a, b);
-    k[3] = S::add(c, e);
-    k[4] = S::sub(c, e);
-    k[5] = S::fma(four, d[1], S::fma(mfive, d[3], d[5]));
+    const V half = S::set1(0.5f), mhalf = S::set1(-0.5f), two = S::set1(2.0f), mtwo = S::set1(-2.0f);
+    const V c15 = S::set1(1.5f), c25 = S::set1(2.5f), mc25 = S::set1(-2.5f);
+    const V e = S::sub(d[3], d[1]), f = S::sub(d[4], d[2]);
+    k[0] = S::fma(c15, e, S::fma(mtwo, d[2], S::add(d[0], d[4])));
+    k[1] = S::fma(mc25, d[2], S::fma(half, d[3], S::add(d[1], d[4])));
+    k[2] = S::fma(c25, d[3], S::fma(half, d[2], S::sub(d[4], d[1])));
+    k[3] = S::fma(two, e, f);
+    k[4] = S::fma(mhalf, e, f);
+    k[5] = S::fma(c15, f, S::fma(mtwo, d[3], S::add(d[1], d[5])));
 }
 
-// y = A^T m for one column of 6 values (4 results):
-//   y0 = m0 + (m1 + m2) + (m3 + m4)    y2 = (m1 + m2) + 4 (m3 + m4)
-//   y1 = (m1 - m2) + 2 (m3 - m4)       y3 = (m1 - m2) + 8 (m3 - m4) + m5
+// y = A^T m for one column of 6 values (4 results), with a = m1 + m2, b = m2 - m1:
+//   y0 = m0 + a + m3 + m4            y2 = a + 4 m4 + m3 / 4
+//   y1 = b - 2 m4 + m3 / 2           y3 = b - 8 m4 + m3 / 8 + m5
 template <class S> [[gnu::always_inline]] inline void wino_at(const typename S::V (&m)[6], typename S::V (&y)[4]) {
     using V = typename S::V;
-    const V two = S::set1(2.0f), four = S::set1(4.0f), eight = S::set1(8.0f);
-    const V a = S::add(m[1], m[2]), b = S::sub(m[1], m[2]), c = S::add(m[3], m[4]), d = S::sub(m[3], m[4]);
-    y[0] = S::add(S::add(m[0], a), c);
-    y[1] = S::fma(two, d, b);
-    y[2] = S::fma(four, c, a);
-    y[3] = S::add(S::fma(eight, d, b), m[5]);
+    const V half = S::set1(0.5f), quarter = S::set1(0.25f), eighth = S::set1(0.125f);
+    const V mtwo = S::set1(-2.0f), four = S::set1(4.0f), meight = S::set1(-8.0f);
+    const V a = S::add(m[1], m[2]), b = S::sub(m[2], m[1]);
+    y[0] = S::add(S::add(m[0], a), S::add(m[3], m[4]));
+    y[1] = S::fma(half, m[3], S::fma(mtwo, m[4], b));
+    y[2] = S::fma(quarter, m[3], S::fma(four, m[4], a));
+    y[3] = S::add(S::fma(eighth, m[3], S::fma(meight, m[4], b)), m[5]);
 }
 
 // acc[t][v] over the input channels: m[t * 36 * kWinoLanes + v * W] = sum over ic of

@@ -9,12 +9,12 @@ namespace {
 
 using I64 = std::int64_t;
 
-// G of F(4, 3) (points 0, 1, -1, 2, -2, infinity): U = G g G^T.
-constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
-                             {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                             {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                             {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                             {1.0 / 24, -1.0 / 12, 1.0 / 6},
+// G of F(4, 3) for the points 0, -1, 1, 1/2, -2 (and infinity): U = G g G^T.
+constexpr double kG[6][3] = {{1, 0, 0},
+                             {-1.0 / 3, 1.0 / 3, -1.0 / 3},
+                             {1.0 / 3, 1.0 / 3, 1.0 / 3},
+                             {-16.0 / 15, -8.0 / 15, -4.0 / 15},
+                             {1.0 / 15, -2.0 / 15, 4.0 / 15},
                              {0, 0, 1}};
 
 // The input transforms of a chunk's tiles kept at once: at most this many bytes, and at
