@@ -228,7 +228,8 @@ TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transf
         if (which == 1) other.c = 8;
         if (which == 2) other.h = 11;  // 11 output rows
         CAPTURE(describe(other));
-        const kir::Kernel& ko = *jit::lower_function(make_graph(other, {1, other.c, other.h, other.w}).impl())->groups[0]->kernel;
+        const auto lowered = jit::lower_function(make_graph(other, {1, other.c, other.h, other.w}).impl());
+        const kir::Kernel& ko = *lowered->groups[0]->kernel;
         CHECK(ko.matmul->winograd < 0);
         for (const kir::Derived& od : ko.derived) CHECK_FALSE(od.winograd);
     }
