@@ -43,7 +43,6 @@ struct Avx2F32 {
     static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
     static V add(V a, V b) { return _mm256_add_ps(a, b); }
     static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
     static V set1(T x) { return _mm256_set1_ps(x); }
     static V load_lanes(const T* p, std::int64_t lo, std::int64_t hi) {  // 0 <= lo < hi <= W
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

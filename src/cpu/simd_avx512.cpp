@@ -42,7 +42,6 @@ struct Avx512F32 {
     static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
     static V add(V a, V b) { return _mm512_add_ps(a, b); }
     static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
     static V set1(T x) { return _mm512_set1_ps(x); }
     static V load_lanes(const T* p, std::int64_t lo, std::int64_t hi) {  // 0 <= lo < hi <= W
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>(first(hi) & ~first(lo)), p);

@@ -1,9 +1,11 @@
 #pragma once
 // The Winograd F(4x4, 3x3) kernel (winograd.h) over a traits type S of f32 (simd_kernels.h's
-// traits, plus sub(a, b), mul(a, b), set1(x), load_lanes(p, lo, hi) (lanes [lo, hi) of p,
-// zeros elsewhere, the others not read), and deint4 / deint2: the values p[4i + j] of 4W
-// floats at p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target
-// region, after simd_kernels.h.
+// traits, plus sub(a, b), set1(x), load_lanes(p, lo, hi) (lanes [lo, hi) of p, zeros
+// elsewhere, the others not read), and deint4 / deint2: the values p[4i + j] of 4W floats at
+// p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target region,
+// after simd_kernels.h; like it, it includes nothing and calls no template of the standard
+// library (an instantiation compiled there for AVX-512 could be the one the linker keeps for
+// the whole program): winograd.h and <cstring> come before the region.
 //
 // Per chunk of whole tile rows of the block:
 // 1. input transform, per input channel: per tile row, B^T d down its 6 input rows (vectors
@@ -92,7 +94,8 @@ void wino_micro_n(int n, std::int64_t cin, const float* u, const float* vt, std:
 }
 
 // Padded columns [c, c + W) of image row `row` (w values; pw zeros before it, zeros after).
-template <class S> [[gnu::always_inline]] inline typename S::V wino_cols(const float* row, std::int64_t c, std::int64_t pw, std::int64_t w) {
+template <class S>
+[[gnu::always_inline]] inline typename S::V wino_cols(const float* row, std::int64_t c, std::int64_t pw, std::int64_t w) {
     const std::int64_t x0 = c - pw;
     if (x0 >= 0 && x0 + S::W <= w) return S::load(row + x0);
     const std::int64_t lo = x0 < 0 ? -x0 : 0, hi = w - x0 < S::W ? w - x0 : S::W;
