@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -202,6 +203,12 @@ TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transf
     Graph g = make_graph(c, {c.n, c.c, c.h, c.w});
     const test::Lowered low = test::lower_one_group(g);
     const kir::Kernel& k = *low.kernel;
+    if (!cpu::winograd_allowed()) {
+        // KILN_WINOGRAD=0 (the ctest entry winograd_off): the direct sums, no transform.
+        CHECK(k.matmul->winograd < 0);
+        for (const kir::Derived& od : k.derived) CHECK_FALSE(od.winograd);
+        return;
+    }
     REQUIRE(k.derived.size() == 1);
     const kir::Derived& d = k.derived[0];
     CHECK(d.winograd);
@@ -253,6 +260,22 @@ TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transf
         MESSAGE("skipped the LLVM tier's Winograd check: the kernels' instruction set has no Winograd kernel");
     }
 #endif
+}
+
+TEST_CASE("conv tier: a malformed KILN_WINOGRAD is an error naming it") {
+    const char* old = std::getenv("KILN_WINOGRAD");
+    const std::string saved = old ? old : "";
+    ::setenv("KILN_WINOGRAD", "yes", 1);
+    std::string msg;
+    try {
+        (void)Options::from_env();
+    } catch (const Error& e) {
+        msg = e.what();
+    }
+    if (old) ::setenv("KILN_WINOGRAD", saved.c_str(), 1);
+    else ::unsetenv("KILN_WINOGRAD");
+    CHECK(msg.find("KILN_WINOGRAD='yes'") != std::string::npos);
+    CHECK(msg.find("0 or 1") != std::string::npos);
 }
 
 TEST_CASE("conv tier: every micro-kernel width") {

@@ -1,6 +1,7 @@
 #include <kiln/options.h>
 
 #include "src/cpu/gemm.h"
+#include "src/cpu/winograd.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 
@@ -71,6 +72,9 @@ Options Options::from_env() {
     // malformed value is an error, not silently no cap.
     if (const char* v = std::getenv("KILN_CPU_ISA"); v && !cpu::parse_cpu_isa_cap(v))
         bad("KILN_CPU_ISA", v, "auto, avx2 or avx512");
+    // KILN_WINOGRAD likewise (src/cpu/winograd.h reads it once).
+    if (const char* v = std::getenv("KILN_WINOGRAD"); v && std::string_view(v) != "0" && std::string_view(v) != "1")
+        bad("KILN_WINOGRAD", v, "0 or 1");
     o.validate();
     return o;
 }

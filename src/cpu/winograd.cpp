@@ -3,6 +3,8 @@
 #include "src/cpu/winograd.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace kiln::cpu {
 namespace {
@@ -25,6 +27,14 @@ constexpr I64 kChunkBytes = 768 * 1024;
 I64 round16(I64 n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
+
+bool winograd_allowed() {
+    static const bool allowed = [] {
+        const char* v = std::getenv("KILN_WINOGRAD");
+        return v == nullptr || std::strcmp(v, "0") != 0;
+    }();
+    return allowed;
+}
 
 std::int64_t winograd_weight_elems(std::int64_t og, std::int64_t cin) {
     return kWinoPoints * ((og + kWinoLanes - 1) / kWinoLanes) * kWinoLanes * cin;

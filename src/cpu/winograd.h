@@ -42,6 +42,12 @@ struct WinoGeometry {
     std::int64_t tiles_y() const { return (oh + kWinoTile - 1) / kWinoTile; }
 };
 
+// Whether convolutions may run as Winograd: the KILN_WINOGRAD environment variable, "1"
+// (the default) or "0" for the direct sums everywhere, read once per process like
+// KILN_CPU_ISA (the lowering asks it: the kernel IR, so every cache key, differs). A malformed
+// value leaves it on here; kiln::Options::from_env rejects it.
+bool winograd_allowed();
+
 // Elements of U for og output channels and cin input channels (one group).
 std::int64_t winograd_weight_elems(std::int64_t og, std::int64_t cin);
 // U from 3x3 weights w[oc][ic][3][3] (og x cin), as

@@ -87,7 +87,7 @@ void lower_conv(Lowering& L) {
     // them): tiles of kPackLanes channels, so the row blocks are whole tiles.
     std::int64_t og_c = 0, k_c = 0, npix_c = 0, kh_c = 0, kw_c = 0, oh_c = 0, ow_c = 0;
     const bool const_w = L.node(Wt).op == ir::Op::constant;
-    const bool wino = !depthwise && groups == 1 && dt == DType::f32 && const_w && const_value(KH, &kh_c) && kh_c == 3 &&
+    const bool wino = cpu::winograd_allowed() && !depthwise && groups == 1 && dt == DType::f32 && const_w && const_value(KH, &kh_c) && kh_c == 3 &&
                       const_value(KW, &kw_c) && kw_c == 3 && stride[0] == 1 && stride[1] == 1 && dilation[0] == 1 &&
                       dilation[1] == 1 && const_value(og, &og_c) && og_c >= kWinoMinChannels && cg >= kWinoMinChannels &&
                       const_value(OH, &oh_c) && oh_c >= kWinoMinSide && const_value(OW, &ow_c) && ow_c >= kWinoMinSide;
