@@ -32,6 +32,18 @@
 using namespace kiln;
 using namespace kiln::test::conv_cases;
 
+#if defined(KILN_HAVE_LLVM)
+// Whether tier 2's code for k with vectors of `bytes` (0: the host's) reads its derived buffers.
+static bool tier2_reads_derived(const kir::Kernel& k, int bytes) {
+    auto tier = tiers::make_llvm_tier();
+    tiers::set_llvm_gemm_vector_bytes(bytes);
+    auto code = tier->compile(k, {});
+    tiers::set_llvm_gemm_vector_bytes(0);
+    REQUIRE(code.kernel);
+    return code.kernel->reads_derived();
+}
+#endif
+
 TEST_CASE("conv tier: fusion keeps the epilogue with the conv") {
     ConvCase c;
     c.epi = 2;
@@ -177,15 +189,8 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
 #if defined(KILN_HAVE_LLVM)
     // The LLVM tier's channel lanes read the copy with 512-bit vectors only.
     if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) {
-        auto tier = tiers::make_llvm_tier();
-        auto wide = tier->compile(k, {});
-        REQUIRE(wide.kernel);
-        CHECK(wide.kernel->reads_derived());
-        tiers::set_llvm_gemm_vector_bytes(32);
-        auto narrow = tier->compile(k, {});
-        tiers::set_llvm_gemm_vector_bytes(0);
-        REQUIRE(narrow.kernel);
-        CHECK_FALSE(narrow.kernel->reads_derived());
+        CHECK(tier2_reads_derived(k, 0));
+        CHECK_FALSE(tier2_reads_derived(k, 32));
     } else {
         MESSAGE("skipped the channel-lane check: the kernels' instruction set is not AVX-512");
     }
@@ -242,20 +247,9 @@ TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transf
     }
 #if defined(KILN_HAVE_LLVM)
     if (cpu::kernel_cpu_isa() != cpu::CpuIsa::portable) {
-        auto tier = tiers::make_llvm_tier();
-        for (int bytes : {32, 64}) {
-            if (bytes == 64 && cpu::kernel_cpu_isa() != cpu::CpuIsa::avx512) continue;
-            CAPTURE(bytes);
-            tiers::set_llvm_gemm_vector_bytes(bytes);
-            auto code = tier->compile(k, {});
-            REQUIRE(code.kernel);
-            CHECK(code.kernel->reads_derived());
-        }
-        tiers::set_llvm_gemm_vector_bytes(16);  // 128-bit code: no Winograd kernel of that width
-        auto narrow = tier->compile(k, {});
-        tiers::set_llvm_gemm_vector_bytes(0);
-        REQUIRE(narrow.kernel);
-        CHECK_FALSE(narrow.kernel->reads_derived());
+        CHECK(tier2_reads_derived(k, 32));
+        if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) CHECK(tier2_reads_derived(k, 64));
+        CHECK_FALSE(tier2_reads_derived(k, 16));  // 128-bit code: no Winograd kernel of that width
     } else {
         MESSAGE("skipped the LLVM tier's Winograd check: the kernels' instruction set has no Winograd kernel");
     }
