@@ -7,6 +7,7 @@
 #include <kiln/kiln.h>
 
 #include "reference.h"
+#include "src/cpu/winograd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -71,8 +72,9 @@ inline std::vector<Tensor> make_inputs(const ConvCase& c, std::uint64_t seed) {
     return in;
 }
 
-// The lowering's condition for a Winograd conv (src/kir/lower_conv.cpp).
+// The lowering's condition for a Winograd conv (src/kir/lower_conv.cpp; KILN_WINOGRAD=0: none).
 inline bool winograd_eligible(const ConvCase& c) {
+    if (!cpu::winograd_allowed()) return false;
     const std::int64_t oh = out_size(c.h, c.kh, c.stride[0], c.pad[0], c.dil[0]);
     const std::int64_t ow = out_size(c.w, c.kw, c.stride[1], c.pad[1], c.dil[1]);
     return c.dt == DType::f32 && c.groups == 1 && c.kh == 3 && c.kw == 3 && c.stride == Pair{1, 1} &&

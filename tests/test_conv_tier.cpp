@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -254,22 +253,6 @@ TEST_CASE("conv tier: 3x3 convs of stride 1 carry their weights' Winograd transf
         MESSAGE("skipped the LLVM tier's Winograd check: the kernels' instruction set has no Winograd kernel");
     }
 #endif
-}
-
-TEST_CASE("conv tier: a malformed KILN_WINOGRAD is an error naming it") {
-    const char* old = std::getenv("KILN_WINOGRAD");
-    const std::string saved = old ? old : "";
-    ::setenv("KILN_WINOGRAD", "yes", 1);
-    std::string msg;
-    try {
-        (void)Options::from_env();
-    } catch (const Error& e) {
-        msg = e.what();
-    }
-    if (old) ::setenv("KILN_WINOGRAD", saved.c_str(), 1);
-    else ::unsetenv("KILN_WINOGRAD");
-    CHECK(msg.find("KILN_WINOGRAD='yes'") != std::string::npos);
-    CHECK(msg.find("0 or 1") != std::string::npos);
 }
 
 TEST_CASE("conv tier: every micro-kernel width") {

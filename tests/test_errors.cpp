@@ -189,7 +189,7 @@ const std::vector<std::string>& kiln_vars() {
     static const std::vector<std::string> v{"KILN_JIT", "KILN_TIER1_THRESHOLD", "KILN_TIER2_THRESHOLD",
                                             "KILN_MAX_SPECIALIZATIONS", "KILN_ASYNC_COMPILE", "KILN_COMPILE_THREADS",
                                             "KILN_DEVICE", "KILN_NUM_THREADS", "KILN_CACHE_DIR", "KILN_LOG",
-                                            "KILN_DUMP", "KILN_DUMP_DIR", "KILN_TRACE"};
+                                            "KILN_DUMP", "KILN_DUMP_DIR", "KILN_TRACE", "KILN_WINOGRAD"};
     return v;
 }
 
@@ -297,6 +297,7 @@ TEST_CASE("errors: Options::from_env rejects malformed values naming the variabl
         {"KILN_NUM_THREADS", "-3"},
         {"KILN_LOG", "loud"},
         {"KILN_DUMP", "graph,bogus"},
+        {"KILN_WINOGRAD", "yes"},  // process-wide, read by the lowering; checked here too
     };
     for (const auto& [name, value] : bad) {
         CAPTURE(name);
