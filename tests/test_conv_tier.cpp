@@ -186,12 +186,23 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     few.o = 16;
     CHECK(jit::lower_function(make_graph(few, {1, 40, 7, 7}).impl())->groups[0]->kernel->derived.empty());
 #if defined(KILN_HAVE_LLVM)
-    // The LLVM tier's channel lanes read the copy with 512-bit vectors only.
-    if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) {
-        CHECK(tier2_reads_derived(k, 0));
+    // The LLVM tier's channel lanes read the copy with 512-bit vectors, and with 256-bit ones
+    // for a dense 1x1 conv only (512 -> 112 at 7 x 7: runs of 6 pixels across output rows).
+    ConvCase dense = c;
+    dense.c = 512;
+    dense.o = 112;
+    dense.kh = dense.kw = 1;
+    dense.pad = {0, 0};
+    Graph dg = make_graph(dense, {1, 512, 7, 7});
+    const test::Lowered dlow = test::lower_one_group(dg);
+    REQUIRE(dlow.kernel->derived.size() == 1);
+    if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) CHECK(tier2_reads_derived(k, 0));
+    if (cpu::kernel_cpu_isa() != cpu::CpuIsa::portable) {
         CHECK_FALSE(tier2_reads_derived(k, 32));
+        CHECK(tier2_reads_derived(*dlow.kernel, 32));
+        CHECK_FALSE(tier2_reads_derived(*dlow.kernel, 16));
     } else {
-        MESSAGE("skipped the channel-lane check: the kernels' instruction set is not AVX-512");
+        MESSAGE("skipped the channel-lane check: the kernels' instruction set is portable");
     }
 #endif
 }

@@ -15,9 +15,11 @@
 // The grid is grid()'s: the image for a dense 1x1 conv, else the phase planes of the block's
 // input rows; a run's pixels are consecutive in it (one base, constant offsets). The last
 // run of a row starts early enough to end at the row's end and stores only its new pixels.
-// 512-bit vectors only: with AVX2's 16 registers (runs of at most 6 pixels, tiles of 16
-// channels) the path ran 10-25% slower than the pixel lanes (resnet18's 512-channel 3x3 at
-// 7 x 7, mobilenet_v2's 320 -> 1280 1x1 at 7 x 7; 1 thread, AMD EPYC Zen 4).
+// A dense conv's image is one row of all its pixels (a run may span output rows).
+// With AVX2's 16 registers (runs of at most 6 pixels, tiles of 16 channels: half a packed
+// tile) only dense convs: runs confined to one output row ran 10-25% slower than the pixel
+// lanes (resnet18's 512-channel 3x3 at 7 x 7, mobilenet_v2's 320 -> 1280 1x1 at 7 x 7, whose
+// rows of 7 took runs of 6 and 6; 1 thread, AMD EPYC Zen 4).
 #include "tiers/llvm/gemm_gen.h"
 
 namespace kiln::tiers::llvm_tier::gemm_detail {
@@ -38,23 +40,31 @@ std::int64_t GemmGen::chan_run() {
     // runtime in whole row blocks of tiles, a conv that is not depthwise and that grid()
     // would run.
     const std::int64_t CT = 2 * vw_;
-    if (!h_.im2col || h_.a_packed < 0 || vw_ * es_ != 64 || es_ != 4 || widened_a() || widened_b()) return 0;
+    if (!h_.im2col || h_.a_packed < 0 || (vw_ * es_ != 64 && vw_ * es_ != 32) || es_ != 4 || widened_a() || widened_b())
+        return 0;
     const kir::Derived& d = kern_.derived[static_cast<std::size_t>(h_.a_packed)];
     const std::int64_t npix = bound_value(n_), k = bound_value(k_dim_), khw = bound_value(im_khw_), og = bound_value(m_);
     const std::int64_t ow = bound_value(im_ow_);
     auto* applies = llvm::dyn_cast<llvm::ConstantInt>(grid_applies());
     if (npix < 1 || k < 1 || khw < 1 || og < CT || ow < 1 || npix % ow != 0 || k == khw || !applies || !applies->isOne())
         return 0;
-    if (d.lanes != CT || d.rows != og || d.cols != k || (h_.row_block < og && h_.row_block % CT != 0)) return 0;
-    // A run: R pixels of one output row (ow of them where ow <= kMaxChanRun, else the R in
-    // [kMinChanRun, kMaxChanRun] that computes the fewest).
-    std::int64_t run = ow, best = ow;
-    if (ow > kMaxChanRun) {
+    if (d.lanes % CT != 0 || d.rows != og || d.cols != k || (h_.row_block < og && h_.row_block % CT != 0)) return 0;
+    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
+    const bool dense = dense_c && dense_c->isOne();
+    if (vw_ * es_ == 32 && !dense) return 0;
+    // A run: R pixels of one output row (of the image's pixels for a dense conv), all of them
+    // where they are at most chan_max_run(), else the R in [kMinChanRun, chan_max_run()] of
+    // the least cost, a run costing R + 4 pixels (each step of depth loads the weights and
+    // loops whatever R is: at 256 bits, 1 thread, AMD EPYC Zen 4, runs of 6 beat runs of 4
+    // and 5 on images of 14 x 14 and 7 x 7, which those would cover with fewer pixels).
+    const std::int64_t len = dense ? npix : ow, most = chan_max_run();
+    std::int64_t run = len, best = len;
+    if (len > most) {
         run = 0;
-        for (std::int64_t r = kMaxChanRun; r >= kMinChanRun; --r)
-            if (run == 0 || round_up(ow, r) < best) {
+        for (std::int64_t r = most; r >= kMinChanRun; --r)
+            if (run == 0 || (round_up(len, r) / r) * (r + 4) < (best / run) * (run + 4)) {
                 run = r;
-                best = round_up(ow, r);
+                best = round_up(len, r);
             }
     }
     // Cycles per image, roughly: pixel lanes run row tiles of MR rows over strips of NR grid
@@ -62,14 +72,18 @@ std::int64_t GemmGen::chan_run() {
     // rows over runs of R pixels, K * 2 R FMAs each, and their transposes and epilogue of
     // 2 VW rows (~500 cycles: mobilenet_v2's 64 -> 384 1x1 at 14 x 14 ran 5-10% slower on
     // channel lanes, 1 thread, AMD EPYC Zen 4).
-    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
-    const bool dense = dense_c && dense_c->isOne();
     const std::int64_t pitch = dense || exact_planes() ? ow : bound_value(grid_pitch());
     if (pitch < 1) return 0;
     const std::int64_t oh = npix / ow, rows = h_.row_block < og ? h_.row_block : og, blocks = (og + rows - 1) / rows;
-    const double pixel = double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
+    // At 256 bits a dense image whose pixels are not whole cache lines per channel has strips
+    // across two lines at every depth step: there the pixel lanes ran ~20% slower than their
+    // lanes say (576 -> 96 1x1 at 14 x 14: 0.247 ms against 0.205 on channel lanes; at 16 x 16
+    // 6% faster than channel lanes; 1 thread, AMD EPYC Zen 4).
+    const double split = vw_ * es_ == 32 && (npix * es_) % 64 != 0 ? 1.2 : 1.0;
+    const double pixel = split * double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
                          double(k * mr_ * nv_ + 60);
-    const double chan = double(blocks * round_up(rows, CT) / CT) * double(oh * best / run) * double(k * 2 * run + 500);
+    const double chan = double(blocks * round_up(rows, CT) / CT) * double((dense ? 1 : oh) * best / run) *
+                        double(k * 2 * run + 500);
     return chan <= 0.95 * pixel ? run : 0;
 }
 
@@ -85,25 +99,75 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
     Value* scratch = dense ? nullptr
                            : this->scratch(b_.CreateMul(
                                  b_.CreateAdd(b_.CreateMul(b_.CreateMul(geo.cin, i64(phases)), geo.plane), slack), i64(es_)));
+    const std::int64_t L = kern_.derived[static_cast<std::size_t>(h_.a_packed)].lanes;  // a packed tile's channels
     auto body = [&] {
         if (!dense) phase_planes(xb, scratch, geo.cin, geo.ya, geo.q_rows, geo.wq, slack);
         Value* buf = dense ? xb : scratch;
-        // A's packed tiles of this batch entry's group: a_offset = group * og * k.
-        Value* tiles = b_.CreateSDiv(b_.CreateAdd(m_, i64(CT - 1)), i64(CT));
+        // A's packed tiles of this batch entry's group: a_offset = group * og * k. At 256 bits
+        // a tile of CT channels is half of a packed tile of L = 2 CT.
+        Value* tiles = b_.CreateSDiv(b_.CreateAdd(m_, i64(L - 1)), i64(L));
         Value* grp = b_.CreateSDiv(em_.index(h_.a_offset), b_.CreateMul(m_, k_dim_));
         Value* packed = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.a_packed);
         Value* cstride = dense ? n_ : b_.CreateMul(geo.plane, i64(phases));  // one input channel's planes
         Value* kh = b_.CreateSDiv(im_khw_, im_kw_);
-        Value* y0 = b_.CreateSDiv(j0, im_ow_);
-        Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
         auto accp = [&](std::int64_t i) {
             return b_.CreateConstInBoundsGEP2_64(cacc_t_->getAllocatedType(), cacc_t_, 0, static_cast<std::uint64_t>(i));
         };
         loop(i64(0), rows, i64(CT), "chan.rt", [&](Value* rt) {
             Value* count = smin(i64(CT), b_.CreateSub(rows, rt));
             Value* row0 = b_.CreateAdd(i0, rt);
-            Value* tile = b_.CreateAdd(b_.CreateMul(grp, tiles), b_.CreateSDiv(row0, i64(CT)));
-            Value* ap = elem(packed, b_.CreateMul(tile, b_.CreateMul(k_dim_, i64(CT))));
+            Value* tile = b_.CreateAdd(b_.CreateMul(grp, tiles), b_.CreateSDiv(row0, i64(L)));
+            Value* ap = elem(packed, b_.CreateAdd(b_.CreateMul(tile, b_.CreateMul(k_dim_, i64(L))), b_.CreateSRem(row0, i64(L))));
+            // One run: the R pixels from grid pixel `base` on, of which the `n` from `lead` on
+            // are stored, as output pixels from `col`.
+            auto run = [&](Value* base, Value* lead, Value* col, Value* n) {
+                Value* zero = llvm::ConstantAggregateZero::get(vt_);
+                for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
+                loop(i64(0), geo.cin, i64(1), "chan.ci", [&](Value* ci) {
+                    Value* pc = elem(base, b_.CreateMul(ci, cstride));
+                    Value* kci = b_.CreateMul(ci, im_khw_);
+                    taps(kh, "chan.i", 1, [&](Value* i) {
+                        taps(im_kw_, "chan.j", 1, [&](Value* j) {
+                            Value* bp = dense ? pc : tap_at(pc, i, j, geo.plane, geo.wq);
+                            Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
+                            Value* wrow = elem(ap, b_.CreateMul(k, i64(L)));
+                            Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
+                            Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea);
+                            for (std::int64_t r = 0; r < R; ++r) {
+                                Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
+                                Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), x);
+                                for (int v = 0; v < 2; ++v) {
+                                    Value* p = accp(2 * r + v);
+                                    Value* acc = b_.CreateAlignedLoad(vt_, p, va);
+                                    b_.CreateAlignedStore(
+                                        b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, v ? w1 : w0, acc}), p, va);
+                                }
+                            }
+                        });
+                    });
+                }, true);
+                // Transposed in registers into the stack tile: row c (a channel) holds the
+                // run's pixels, VW apart, for the epilogue's vector loops.
+                for (int v = 0; v < 2; ++v) {
+                    std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
+                    for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
+                    transpose(sq);
+                    for (int c = 0; c < vw_; ++c)
+                        b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(tile_, i64((v * vw_ + c) * vw_)), va);
+                }
+                epilogue(elem(tile_, lead), vw_, row0, count, col, n);
+            };
+            if (dense) {
+                // The image as one row: the run [x0, x0 + R) ends inside it (R <= its pixels)
+                // and stores [xa, min(xa + R, j1)).
+                loop(j0, j1, i64(R), "chan.x", [&](Value* xa) {
+                    Value* x0 = smin(xa, b_.CreateSub(n_, i64(R)));
+                    run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), j1), xa));
+                }, true);
+                return;
+            }
+            Value* y0 = b_.CreateSDiv(j0, im_ow_);
+            Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
             loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
                 Value* yo = b_.CreateMul(y, im_ow_);
                 Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
@@ -111,45 +175,9 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 loop(xs, xe, i64(R), "chan.x", [&](Value* xa) {
                     // The run [x0, x0 + R) ends inside the row; it stores [xa, min(xa + R, xe)).
                     Value* x0 = smin(xa, b_.CreateSub(im_ow_, i64(R)));
-                    Value* g = dense ? b_.CreateAdd(yo, x0)
-                                     : b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
-                    Value* base = elem(buf, g);
-                    Value* zero = llvm::ConstantAggregateZero::get(vt_);
-                    for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
-                    loop(i64(0), geo.cin, i64(1), "chan.ci", [&](Value* ci) {
-                        Value* pc = elem(base, b_.CreateMul(ci, cstride));
-                        Value* kci = b_.CreateMul(ci, im_khw_);
-                        taps(kh, "chan.i", 1, [&](Value* i) {
-                            taps(im_kw_, "chan.j", 1, [&](Value* j) {
-                                Value* bp = dense ? pc : tap_at(pc, i, j, geo.plane, geo.wq);
-                                Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
-                                Value* wrow = elem(ap, b_.CreateMul(k, i64(CT)));
-                                Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
-                                Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea);
-                                for (std::int64_t r = 0; r < R; ++r) {
-                                    Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
-                                    Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), x);
-                                    for (int v = 0; v < 2; ++v) {
-                                        Value* p = accp(2 * r + v);
-                                        Value* acc = b_.CreateAlignedLoad(vt_, p, va);
-                                        b_.CreateAlignedStore(
-                                            b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, v ? w1 : w0, acc}), p, va);
-                                    }
-                                }
-                            });
-                        });
-                    }, true);
-                    // Transposed in registers into the stack tile: row c (a channel) holds
-                    // the run's pixels, VW apart, for the epilogue's vector loops.
-                    for (int v = 0; v < 2; ++v) {
-                        std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
-                        for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
-                        transpose(sq);
-                        for (int c = 0; c < vw_; ++c)
-                            b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(tile_, i64((v * vw_ + c) * vw_)), va);
-                    }
-                    Value* n = b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa);
-                    epilogue(elem(tile_, b_.CreateSub(xa, x0)), vw_, row0, count, b_.CreateAdd(yo, xa), n);
+                    Value* g = b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
+                    run(elem(buf, g), b_.CreateSub(xa, x0), b_.CreateAdd(yo, xa),
+                        b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa));
                 }, true);
             }, true);
         });

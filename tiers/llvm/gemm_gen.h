@@ -38,6 +38,8 @@ inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of
 // two of 7 on resnet18's 14 x 14 layers and their code compiled ~30% slower (resnet18's
 // tier-2 compile time 420-560 -> 390-420 ms in all, AMD EPYC Zen 4).
 inline constexpr std::int64_t kMaxChanRun = 7;
+// chan() at 256 bits: 2 R accumulators, two weight vectors and the broadcast in 16 registers.
+inline constexpr std::int64_t kMaxChanRun256 = 6;
 inline constexpr std::int64_t kMinChanRun = 4;
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
 
@@ -305,9 +307,10 @@ private:
     // The channel-lane path (gemm_chan.cpp): rows [i0, i0 + rows) of C (output channels),
     // columns [j0, j1) (output pixels), with the vector lanes along the channels, for
     // images whose pixels would fill the lanes of grid() poorly. chan_run(): its pixels per
-    // register tile where it applies (bound dims, f32 in 512-bit vectors, and fewer vector
-    // cycles than grid() by at least 5%), else 0.
+    // register tile where it applies (bound dims, f32 in 512-bit vectors, or 256-bit ones for
+    // a dense 1x1 conv, and fewer vector cycles than grid() by at least 5%), else 0.
     std::int64_t chan_run();
+    std::int64_t chan_max_run() const { return vw_ * es_ == 64 ? kMaxChanRun : kMaxChanRun256; }
     void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
     // Transposes VW vectors of VW lanes in place: m[c][r] = m[r][c] (shuffles).
     void transpose(std::vector<Value*>& m);
