@@ -188,11 +188,13 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 64; c.o = 64; c.groups = 2; c.h = 6; c.w = 6; c.pad = {1, 1}; c.n = 2; c.epi = 2; });
     add([](ConvCase& c) { c.c = 64; c.o = 32; c.h = 13; c.w = 13; c.pad = {1, 1}; c.epi = 1; });
     add([](ConvCase& c) { c.c = 256; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
-    // Dense 1x1 convs on channel lanes at 256 bits too, runs across output rows: 40 channels
-    // (tiles of 16, 16 and 8) at 14 x 14 in two column blocks (112 and 84 pixels: each
-    // block's last run starts early) with a residual, and 7 x 7 with relu.
+    // Dense 1x1 convs on channel lanes at 256 bits too, runs across output rows, the
+    // epilogue over each tile's rows of the block: 40 channels (tiles of 16, 16 and 8) at
+    // 14 x 14 in two column blocks (112 and 84 pixels: each block's last run starts early)
+    // with a residual, 7 x 7 with relu, and 7 x 7 with SiLU on two samples.
     add([](ConvCase& c) { c.c = 800; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 3; });
     add([](ConvCase& c) { c.c = 200; c.o = 48; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 192; c.o = 96; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 4; });
     // A dense 1x1 over an image larger than the grid kept in L2, of depth 40: its tiles
     // prefetch the strips ahead (gemm_conv.cpp, kGridPrefetchStrips), the last strip of
     // each channel past the image; 19 output channels leave a partial row tile.

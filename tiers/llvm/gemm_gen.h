@@ -67,6 +67,8 @@ private:
     llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
     llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
     llvm::AllocaInst* cacc_t_ = nullptr;  // chan(): its accumulators
+    llvm::AllocaInst* crows_ = nullptr;   // chan() at 256 bits: a tile's rows of the block's pixels
+    std::int64_t crows_ld_ = 0;           // (their stride)
     llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
     llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
