@@ -157,6 +157,9 @@ inline std::vector<ConvCase> cases() {
     // rows of 21 and 37, odd row counts, two samples.
     add([](ConvCase& c) { c.c = 6; c.o = 6; c.groups = 6; c.h = 9; c.w = 21; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.epi = 1; });
     add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 7; c.w = 37; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.n = 2; });
+    // A 5x5 depthwise of stride 2 whose padded plane (43 x 43) has more than 1024 pixels: on
+    // the channel lanes (depthwise.cpp, kChanPixelsWide), 16 + 4 channels, SiLU.
+    add([](ConvCase& c) { c.c = 20; c.o = 20; c.groups = 20; c.h = 40; c.w = 40; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.stride = {2, 2}; c.epi = 4; });
     // One output pixel (squeeze-excite's 1x1 convs after a global pool; gemm.cpp, dots()):
     // depths of 37 (whole vectors and a tail) and 7 (a tail alone), rows left beside the
     // tiles, two samples, SiLU; f64.

@@ -18,8 +18,14 @@ constexpr I64 kSlack = 64;
 // Planes whose padded input (the rows and columns the taps reach) has at most this many
 // pixels run with the channels across the lanes (dw_channels): 16 channels x 1024 pixels
 // of f32 is 64 KiB, an L2-resident buffer; mobilenet's planes of 28 x 28 and smaller. A
-// larger plane keeps the pixels across the lanes, where its rows fill the vectors.
+// larger plane keeps the pixels across the lanes, where its rows fill the vectors. A filter
+// of more than 9 taps runs on the channels up to kChanPixelsWide: the band kernel's loop
+// over such taps is the slower one (efficientnet_b0's 5x5 depthwise of stride 2 over 144
+// channels at 56 x 56, SiLU: 0.29 -> 0.17-0.24 ms alone, 0.27 -> 0.20 ms in the model at
+// 512 bits and 0.29 -> 0.26 at 256; 1 thread, AMD EPYC Zen 4), while a 3 x 3 filter there has
+// the direct kernels (dw_direct3: 144 channels at 56 x 56 ran slower on the channels).
 constexpr I64 kChanPixels = 1024;
+constexpr I64 kChanPixelsWide = 4096;
 
 }  // namespace
 
@@ -38,7 +44,8 @@ DwPlan depthwise_plan(const Im2colShape& g) {
     const I64 oh = (g.h + 2 * g.ph - (g.kh - 1) * g.dh - 1) / g.sh + 1;
     const I64 ch = (oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;  // padded rows the taps reach
     p.cw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-    p.chan = oh > 0 && g.ow > 0 && ch * p.cw <= kChanPixels && g.kh * g.kw <= kDwChanTaps;
+    p.chan = oh > 0 && g.ow > 0 && ch * p.cw <= (g.kh * g.kw > 9 ? kChanPixelsWide : kChanPixels) &&
+             g.kh * g.kw <= kDwChanTaps;
     if (p.chan) p.scratch_elems = std::max(p.scratch_elems, (ch * p.cw + kDwChanTaps) * kMaxLanes);
     return p;
 }
