@@ -50,7 +50,7 @@ struct Avx2F32 {
                                                _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane));
         return _mm256_maskload_ps(p, in);
     }
-    // p[4i + j] of p[0 .. 32) as vector j (deint4: j < 4; deint2: j < 2): a 4 x 4 transpose
+    // p[4i + j] of p[0 .. 32) as vector j (j < 4): a 4 x 4 transpose
     // in each 128-bit lane (lane L: tiles L, L + 2, L + 4, L + 6), then the tiles in order.
     static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {
         const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -61,12 +61,6 @@ struct Avx2F32 {
         j1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
         j2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
         j3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
-    }
-    static void deint2(const T* p, V& j0, V& j1) {
-        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        const V t0 = _mm256_unpacklo_ps(load(p), load(p + 8)), t2 = _mm256_unpacklo_ps(load(p + 16), load(p + 24));
-        j0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
-        j1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
     }
     static V load2(const T* p) {  // p[0], p[2], ..., p[14]
         const V lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);

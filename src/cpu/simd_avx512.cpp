@@ -46,7 +46,7 @@ struct Avx512F32 {
     static V load_lanes(const T* p, std::int64_t lo, std::int64_t hi) {  // 0 <= lo < hi <= W
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>(first(hi) & ~first(lo)), p);
     }
-    // p[4i + j] of p[0 .. 64) as vector j (deint4: j < 4; deint2: j < 2).
+    // p[4i + j] of p[0 .. 64) as vector j (j < 4).
     static void deint4(const T* p, V& j0, V& j1, V& j2, V& j3) {
         const __m512i e = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
         const __m512i o = _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2);
@@ -60,14 +60,6 @@ struct Avx512F32 {
         j1 = _mm512_permutex2var_ps(a, hi, c);
         j2 = _mm512_permutex2var_ps(b, lo, d);
         j3 = _mm512_permutex2var_ps(b, hi, d);
-    }
-    static void deint2(const T* p, V& j0, V& j1) {
-        const __m512i e = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
-        const __m512i lo = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
-        const __m512i hi = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
-        const V a = _mm512_permutex2var_ps(load(p), e, load(p + 16)), c = _mm512_permutex2var_ps(load(p + 32), e, load(p + 48));
-        j0 = _mm512_permutex2var_ps(a, lo, c);
-        j1 = _mm512_permutex2var_ps(a, hi, c);
     }
     static V load2(const T* p) {  // p[0], p[2], ..., p[30]
         const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);

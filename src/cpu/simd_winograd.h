@@ -1,8 +1,8 @@
 #pragma once
 // The Winograd F(4x4, 3x3) kernel (winograd.h) over a traits type S of f32 (simd_kernels.h's
 // traits, plus sub(a, b), set1(x), load_lanes(p, lo, hi) (lanes [lo, hi) of p, zeros
-// elsewhere, the others not read), and deint4 / deint2: the values p[4i + j] of 4W floats at
-// p as vector j, for j < 4 / j < 2). Included by simd_<isa>.cpp inside its target region,
+// elsewhere, the others not read), and deint4: the values p[4i + j] of 4W floats at p as
+// vector j, for j < 4). Included by simd_<isa>.cpp inside its target region,
 // after simd_kernels.h; like it, it includes nothing and calls no template of the standard
 // library (an instantiation compiled there for AVX-512 could be the one the linker keeps for
 // the whole program): winograd.h and <cstring> come before the region.
@@ -144,7 +144,8 @@ void wino_input(const WinoGeometry& g, const WinoLayout& L, const float* x, std:
         for (std::int64_t t = 0; t < nt; t += W) {
             V d[6], k[6];
             S::deint4(a + 4 * t, d[0], d[1], d[2], d[3]);
-            S::deint2(b + 4 * t, d[4], d[5]);
+            V unused[2];  // (columns 6 and 7: their shuffles are dead code)
+            S::deint4(b + 4 * t, d[4], d[5], unused[0], unused[1]);
             wino_bt<S>(d, k);
 #pragma GCC unroll 6
             for (int j = 0; j < 6; ++j) S::store(vi + j * xs + t, k[j]);

@@ -35,8 +35,9 @@ constexpr std::int64_t kPackPixels = 256;
 // channels are at least kWinoMinChannels each way (fewer: the transforms cost more than the
 // multiplications they save; 7 x 7: 4 tiles, and resnet18's 512-channel weights, 38 MB
 // transformed, read from memory per image). At 13 x 13 it is about even (squeezenet's 48 ->
-// 192: 0.29 ms either way; 64 -> 256: 0.51 -> 0.45 ms; AMD EPYC Zen 4, 1 thread). Row blocks of whole tiles of cpu::kWinoLanes channels, at most
-// kWinoRowBlock; column blocks of whole bands of 4 output rows.
+// 192: 0.29 ms either way; 64 -> 256: 0.51 -> 0.45 ms; AMD EPYC Zen 4, 1 thread). Row blocks
+// of whole tiles of cpu::kWinoLanes channels, at most kWinoRowBlock; column blocks of whole
+// bands of 4 output rows.
 constexpr std::int64_t kWinoMinSide = 12;
 constexpr std::int64_t kWinoMinChannels = 16;
 constexpr std::int64_t kWinoRowBlock = 128;
@@ -87,10 +88,11 @@ void lower_conv(Lowering& L) {
     // them): tiles of kPackLanes channels, so the row blocks are whole tiles.
     std::int64_t og_c = 0, k_c = 0, npix_c = 0, kh_c = 0, kw_c = 0, oh_c = 0, ow_c = 0;
     const bool const_w = L.node(Wt).op == ir::Op::constant;
-    const bool wino = cpu::winograd_allowed() && !depthwise && groups == 1 && dt == DType::f32 && const_w && const_value(KH, &kh_c) && kh_c == 3 &&
-                      const_value(KW, &kw_c) && kw_c == 3 && stride[0] == 1 && stride[1] == 1 && dilation[0] == 1 &&
-                      dilation[1] == 1 && const_value(og, &og_c) && og_c >= kWinoMinChannels && cg >= kWinoMinChannels &&
-                      const_value(OH, &oh_c) && oh_c >= kWinoMinSide && const_value(OW, &ow_c) && ow_c >= kWinoMinSide;
+    const bool wino = cpu::winograd_allowed() && !depthwise && groups == 1 && dt == DType::f32 && const_w &&
+                      const_value(KH, &kh_c) && kh_c == 3 && const_value(KW, &kw_c) && kw_c == 3 && stride[0] == 1 &&
+                      stride[1] == 1 && dilation[0] == 1 && dilation[1] == 1 && const_value(og, &og_c) &&
+                      og_c >= kWinoMinChannels && cg >= kWinoMinChannels && const_value(OH, &oh_c) &&
+                      oh_c >= kWinoMinSide && const_value(OW, &ow_c) && ow_c >= kWinoMinSide;
     const bool pack_a = !wino && !depthwise && dt == DType::f32 && const_w && const_value(og, &og_c) && og_c >= kPackLanes &&
                         const_value(K, &k_c) && const_value(npix, &npix_c) && npix_c <= kPackPixels;
     const std::int64_t row_block = wino ? balanced_block(og, kWinoRowBlock, cpu::kWinoLanes)

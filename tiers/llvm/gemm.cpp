@@ -153,9 +153,10 @@ void GemmGen::run(Value* begin, Value* end) {
     }
     a_ = em_.buffer_ptr(h_.a);
     bbuf_ = em_.buffer_ptr(h_.b);
+    // A 3x3 conv's weights as their Winograd transform (kir::Derived), where the kernel runs.
+    if (winograd_applies()) wino_u_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.winograd);
     // B packed once by the runtime (kir::Derived: panels of `lanes` columns), read in place
     // of packing it per call: f32, whole strips per panel.
-    if (winograd_applies()) wino_u_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.winograd);
     if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a()) {
         bpanel_ = kern_.derived[static_cast<std::size_t>(h_.b_packed)].lanes;
         if (bpanel_ % nr_ == 0) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
