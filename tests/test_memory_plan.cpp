@@ -421,3 +421,28 @@ TEST_CASE("memory plan: steady-state tier-1 calls through run() allocate nothing
     CHECK(c.blocks == 0);
     CHECK(f.stats().calls_by_tier[1] >= calls);
 }
+
+// Blocks from 128 KiB up (where malloc may map and unmap pages per block) come back from the
+// host cache once freed, so an output of ~1 MB made on every call takes no fresh pages; a
+// small block is not cached; the cache drops its blocks on host_trim().
+TEST_CASE("memory plan: freed host blocks of 128 KiB and more are reused, smaller ones are not cached") {
+    core::host_trim();
+    std::size_t cap = 0;
+    for (std::size_t bytes : {(std::size_t{128} << 10) + 5000, std::size_t{1024000}, std::size_t{3} << 20}) {
+        void* p = core::host_alloc(bytes, &cap);
+        CHECK(cap >= bytes);
+        CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+        core::host_free(p, cap);
+        CHECK(core::host_cached_bytes() == cap);
+        std::size_t cap2 = 0;
+        void* q = core::host_alloc(bytes - 100, &cap2);  // a nearby size takes the same block
+        CHECK(q == p);
+        CHECK(cap2 == cap);
+        CHECK(core::host_cached_bytes() == 0);
+        core::host_free(q, cap2);
+        core::host_trim();
+    }
+    void* s = core::host_alloc(100000, &cap);
+    core::host_free(s, cap);
+    CHECK(core::host_cached_bytes() == 0);
+}

@@ -35,11 +35,13 @@ void raw_free(void* p, std::size_t capacity) {
     else ::operator delete(p);
 }
 
-// Large sizes are rounded up to 64 KiB so that nearby sizes share blocks. A size past the
+// Large sizes are rounded up (to 4 KiB under 1 MiB, to 64 KiB from there) so that nearby
+// sizes share blocks. A size past the
 // largest int64 is a kiln::Error (never rounded around to a small block).
 std::size_t round_capacity(std::size_t bytes) {
     if (bytes < kAligned) return std::max<std::size_t>(bytes, 1);
     if (bytes < kLargeBlock) return (bytes + 63) / 64 * 64;
+    if (bytes < (std::size_t{1} << 20)) return (bytes + 4095) / 4096 * 4096;
     return support::checked_round_up(bytes, std::size_t{64} << 10, "host_alloc");
 }
 
