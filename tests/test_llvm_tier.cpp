@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cfloat>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -95,7 +97,7 @@ template <class C> void check_unary_ops(DType dt) {
                                        ? 4 * std::numeric_limits<C>::epsilon() * std::max(C(1), std::fabs(x))
                                        : 0.0;
             if (d > 4 && std::fabs(static_cast<double>(got) - static_cast<double>(want)) <= abs_tol) d = 0;
-            // f32 sigmoid flushes results below the smallest normal to 0 (vmath.cpp, exp_neg_f32).
+            // f32 sigmoid flushes results below the smallest normal to 0 (vmath.cpp, exp_sigmoid_f32).
             if (d > 4 && op == UnaryOp::sigmoid && std::is_same_v<C, float> && got == C(0) &&
                 std::fabs(want) < std::numeric_limits<C>::min())
                 d = 0;
@@ -166,6 +168,50 @@ TEST_CASE("llvm: every unary op on f64 against the interpreter's formulas") { ch
 
 TEST_CASE("llvm: f32 exp over its whole range: subnormal results, overflow, NaN") {
     MESSAGE("f32 exp: max " << tier_test::check_exp_range(tier()) << " ulp vs exp in double");
+}
+
+// One formula for both signs (vmath.cpp, exp_sigmoid_f32): checked against sigmoid and silu
+// in double on every 1021st float of |x| <= 120 (past the clamps of both sides), and the
+// specials. Results below the smallest normal float may be 0 (sigmoid's flush); silu within
+// 4 ulp, or absolutely where it cancels in its tail.
+TEST_CASE("llvm: f32 sigmoid and silu over their whole range against double") {
+    std::vector<float> in;
+    for (std::uint32_t b = 0; b <= 0x42F00000u; b += 1021) {  // 0x42F00000: 120.0f
+        float v;
+        std::memcpy(&v, &b, sizeof v);
+        in.push_back(v);
+        in.push_back(-v);
+    }
+    for (float v : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN(), 88.37f, -88.37f, 88.72f, -88.72f, 89.0f, -89.0f, 104.0f,
+                    -104.0f, 87.34f, -87.34f})
+        in.push_back(v);
+    for (UnaryOp op : {UnaryOp::sigmoid, UnaryOp::silu}) {
+        CAPTURE(op_name(op));
+        const auto out = run_map<float>(map_kernel(DType::f32, DType::f32, [op](ExprRef x) { return unary(op, x); }), in);
+        double worst = 0;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            const double x = in[i], s = 1.0 / (1.0 + std::exp(-x));
+            const double want_d = op == UnaryOp::sigmoid ? s : x * s;
+            const float want = static_cast<float>(want_d), got = out[i];
+            if (std::isnan(x) || (op == UnaryOp::silu && x == -INFINITY)) {
+                CHECK(std::isnan(got));
+                continue;
+            }
+            double d = ulp_diff(got, want);
+            if (std::fabs(want) < std::numeric_limits<float>::min() && std::fabs(got) < std::numeric_limits<float>::min())
+                d = 0;
+            if (d > 4 && op == UnaryOp::silu && std::fabs(got - want_d) <= 4 * FLT_EPSILON * std::max(1.0, std::fabs(x))) d = 0;
+            if (d > 4) {
+                CAPTURE(x);
+                CAPTURE(want);
+                CAPTURE(got);
+                CHECK(d <= 4);
+            }
+            worst = std::max(worst, d);
+        }
+        MESSAGE("f32 " << op_name(op) << ": max " << worst << " ulp vs double over " << in.size() << " values");
+    }
 }
 
 TEST_CASE("llvm: row max/min that skip NaN (softmax's row max) against the evaluator") {

@@ -54,7 +54,7 @@ private:
     template <std::size_t N> llvm::Value* horner(const float (&c)[N], llvm::Value* x);
     llvm::Value* exp_f32(llvm::Value* x);
     // exp(x) for x <= 0 (or NaN), results below the smallest normal flushed to 0 (sigmoid).
-    llvm::Value* exp_neg_f32(llvm::Value* x);
+    llvm::Value* exp_sigmoid_f32(llvm::Value* x);
     llvm::Value* log_f32(llvm::Value* x);
     llvm::Value* tanh_f32(llvm::Value* x);
     llvm::Value* erf_f32(llvm::Value* x);

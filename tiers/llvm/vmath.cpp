@@ -56,23 +56,27 @@ Value* OpEmitter::exp_f32(Value* x) {
     return b_.CreateFMul(b_.CreateFMul(y, s1), s2);
 }
 
-// exp(x) for x <= 0, as sigmoid needs it (e = exp(-|x|)): the same reduction and polynomial
-// with one scale factor 2^n, and results below the smallest normal float (x < -87.34)
-// flushed to 0 by an integer max on the factor's exponent field (sigmoid(x) there is below
-// 1.2e-38 and becomes 0; exp(-inf) = 0 exactly, so silu(-inf) = -inf * 0 = NaN as in the
-// interpreter). Two fewer floating-point instructions than exp_f32 on the FMA pipes that a
-// SiLU epilogue saturates (efficientnet_b0's 144 x 56 x 56 depthwise conv with SiLU, AMD EPYC
-// Zen 4, 1 thread: 0.31 -> 0.28 ms AVX-512, 0.41 -> 0.35 ms AVX2). NaN stays NaN (through r).
-Value* OpEmitter::exp_neg_f32(Value* x) {
+// exp(x) as sigmoid's 1 / (1 + exp(-x)) needs it: the same reduction and polynomial with
+// one scale factor 2^n, x clamped to [-104, 89], the factor's exponent field held at 0 or
+// more by an integer max: results below the smallest normal float (x < -87.34) are 0 (where
+// 1 + e is 1 anyway), and from x ~ 88.37 on (n = 128: the exponent field all ones) the factor
+// is inf, so 1 / (1 + e) is 0 where sigmoid(x) lies below the smallest normal float (as the
+// interpreter's subnormal results flushed to 0; sigmoid(-inf) = 0, silu(-inf) = -inf * 0 =
+// NaN as in the interpreter). NaN stays NaN (through r). One formula for both signs: for
+// x < 0 it divides by 1 + exp(|x|), whose relative error (~1.5 ulp) the quotient keeps, so
+// that the stable form's select between 1 / (1 + e) and e / (1 + e) (a compare, a blend and
+// a multiply on the pipes a SiLU epilogue saturates) is not needed.
+Value* OpEmitter::exp_sigmoid_f32(Value* x) {
     llvm::Type* ty = x->getType();
     Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(ty, -104.0)), fconst(ty, -104.0), x);
+    xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, fconst(ty, 89.0)), fconst(ty, 89.0), xc);
     constexpr double magic = 12582912.0;  // t = magic + 127 + n, n = round(x log2e) (see exp_f32)
     Value* t = fma(xc, fconst(ty, 1.44269504088896341), fconst(ty, magic + 127.0));
     Value* n = b_.CreateFSub(t, fconst(ty, magic + 127.0));
     Value* r = fma(n, fconst(ty, -0.693359375), xc);
     r = fma(n, fconst(ty, 2.12194440e-4), r);
     Value* y = fma(horner(kExpP, r), r, fconst(ty, 1.0));
-    // 127 + n, at least 0 (n >= -150 here), as the exponent field of 2^n (0 for n <= -127).
+    // 127 + n in [0, 255] as the exponent field of 2^n (0 for n <= -127, inf for n = 128).
     llvm::Type* ity = b_.getInt32Ty();
     Value* biased = b_.CreateSub(b_.CreateBitCast(t, ity), u32(0x4B400000));  // bits of magic
     biased = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, biased, u32(0));
