@@ -121,13 +121,16 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 return b_.CreateGEP(t_, packed, b_.CreateAdd(b_.CreateMul(t, b_.CreateMul(k_dim_, i64(L))), b_.CreateSRem(r, i64(L))));
             };
             Value* ap = packed_at(row0);
-            // At 256 bits each run prefetches the next tile's weights into L2, a line per depth
-            // step: a tile reads 64 of every 128 bytes of the copy, a pattern that the hardware
-            // prefetchers followed poorly from memory (the weights are cold in a model). In
-            // mobilenet_v2 (AVX2, 1 thread, AMD EPYC Zen 4) its 960 -> 320 1x1 at 7 x 7 went
-            // 0.46 -> 0.39 ms, 320 -> 1280 0.62 -> 0.56 ms; at 512 bits, where a tile reads whole
-            // lines, it changed nothing.
-            Value* next = vw_ * es_ == 32 ? packed_at(b_.CreateAdd(row0, i64(CT))) : nullptr;
+            // Each run prefetches the next tile's weights into L2, the lines of a depth step
+            // as it reads those of its own (at 256 bits a tile reads 64 of every 128 bytes of
+            // the copy, at 512 all of them): in a model the weights are cold, and a tile's
+            // first run, which reads them from memory at the pace of its FMAs, outran the
+            // hardware prefetchers. 1 thread, AMD EPYC Zen 4: mobilenet_v2 under AVX2, its
+            // 960 -> 320 1x1 at 7 x 7 0.46 -> 0.39 ms, 320 -> 1280 0.62 -> 0.56 ms; at 512
+            // bits (both lines; one line changed nothing) its eight 1x1 convs at 7 x 7 1.99 ->
+            // 1.88 ms, and 960 -> 2048 -> 960 -> 320 at 7 x 7 (23 MB of weights) 4.7 -> 4.2 ms.
+            Value* next = packed_at(b_.CreateAdd(row0, i64(CT)));
+            const bool wide = vw_ * es_ == 64;  // a tile reads both lines of a depth step
             // One run: the R pixels from grid pixel `base` on, of which the `n` from `lead` on
             // are stored, as output pixels from `col`.
             auto run = [&](Value* base, Value* lead, Value* col, Value* n, Value* rows_at) {
@@ -146,6 +149,10 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                             if (next) {
                                 Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
                                 b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf->getType()}, {pf, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+                                if (wide) {
+                                    Value* pf2 = b_.CreateGEP(t_, pf, i64(vw_));
+                                    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf2->getType()}, {pf2, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+                                }
                             }
                             for (std::int64_t r = 0; r < R; ++r) {
                                 Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
