@@ -385,6 +385,9 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
     // through g would be loaded again after each one.
     const I64 h = g.h, w = g.w, ow = g.ow, kw = g.kw, sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
     const I64 taps = g.kh * kw, cw = pl.cw;
+    // A block of at most kTail pixels (a plane's last few: 49 pixels are 3 blocks of 16 and
+    // one pixel) skips the W x W transposes, in and out, and computes kTail pixels, not W.
+    constexpr int kTail = W >= 4 ? W / 4 : 1;
     const I64 y_first = p0 / ow, y_last = (p1 - 1) / ow;
     const I64 row0 = y_first * sh;                                     // first padded row read
     const I64 nrows = (y_last - y_first) * sh + (g.kh - 1) * dh + 1;  // padded rows read
@@ -425,6 +428,19 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
         T* d = buf + ((iy_lo + ph - row0) * cw + pw) * W;  // input pixel (iy_lo, 0)
         for (I64 q = iy_lo * w; q < q_end; q += W) {
             const I64 n = q_end - q < W ? q_end - q : W;
+            if (n <= kTail) {  // a few pixels: gathered one at a time, not a whole transpose
+                for (I64 j = 0; j < n; ++j) {
+                    alignas(64) T lanes[W];
+                    for (int k = 0; k < W; ++k) lanes[k] = k < nc ? xs[c0 + k][q + j] : T(0);
+                    if (x + pw < cw) S::store(d, S::load(lanes));
+                    d += W;
+                    if (++x == w) {
+                        x = 0;
+                        d += (cw - w) * W;
+                    }
+                }
+                continue;
+            }
             V r[W];
 #pragma GCC unroll 16
             for (int k = 0; k < W; ++k) r[k] = k >= nc ? vzero : n == W ? S::load(xs[c0 + k] + q) : S::load_n(xs[c0 + k] + q, n);
@@ -457,6 +473,23 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
                 }
             }
             for (I64 j = n; j < W; ++j) base[j] = base[n - 1];
+            if (n <= kTail) {  // a few pixels: kTail of them computed, stored lane by lane
+                V o[kTail];
+#pragma GCC unroll 4
+                for (int j = 0; j < kTail; ++j) o[j] = init;
+                for (I64 t = 0; t < taps; ++t) {
+                    const V wv = S::load(wt + t * W);
+#pragma GCC unroll 4
+                    for (int j = 0; j < kTail; ++j) o[j] = S::fma(wv, S::load(base[j] + toff[t]), o[j]);
+                }
+                T* dst = outs + c0 * ld + (b - p0);
+                for (I64 j = 0; j < n; ++j) {
+                    alignas(64) T lanes[W];
+                    S::store(lanes, o[j]);
+                    for (I64 k = 0; k < nc; ++k) dst[k * ld + j] = lanes[k];
+                }
+                continue;
+            }
             V o[W];
 #pragma GCC unroll 16
             for (int j = 0; j < W; ++j) o[j] = init;
