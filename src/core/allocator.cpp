@@ -36,8 +36,8 @@ void raw_free(void* p, std::size_t capacity) {
 }
 
 // Large sizes are rounded up (to 4 KiB under 1 MiB, to 64 KiB from there) so that nearby
-// sizes share blocks. A size past the
-// largest int64 is a kiln::Error (never rounded around to a small block).
+// sizes share blocks. A size past the largest int64 is a kiln::Error (never rounded around
+// to a small block).
 std::size_t round_capacity(std::size_t bytes) {
     if (bytes < kAligned) return std::max<std::size_t>(bytes, 1);
     if (bytes < kLargeBlock) return (bytes + 63) / 64 * 64;

@@ -146,13 +146,10 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                             Value* wrow = elem(ap, b_.CreateMul(k, i64(L)));
                             Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
                             Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea);
-                            if (next) {
-                                Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
-                                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf->getType()}, {pf, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
-                                if (wide) {
-                                    Value* pf2 = b_.CreateGEP(t_, pf, i64(vw_));
-                                    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {pf2->getType()}, {pf2, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
-                                }
+                            Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
+                            for (int line = 0; line < (wide ? 2 : 1); ++line) {
+                                Value* p = line ? b_.CreateGEP(t_, pf, i64(vw_)) : pf;
+                                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
                             }
                             for (std::int64_t r = 0; r < R; ++r) {
                                 Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);

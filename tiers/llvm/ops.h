@@ -53,7 +53,7 @@ private:
     // ---- f32 polynomials (vmath.cpp) ----
     template <std::size_t N> llvm::Value* horner(const float (&c)[N], llvm::Value* x);
     llvm::Value* exp_f32(llvm::Value* x);
-    // exp(x) for x <= 0 (or NaN), results below the smallest normal flushed to 0 (sigmoid).
+    // exp(x) for sigmoid: 0 below the smallest normal result, inf from x ~ 88.37 (vmath.cpp).
     llvm::Value* exp_sigmoid_f32(llvm::Value* x);
     llvm::Value* log_f32(llvm::Value* x);
     llvm::Value* tanh_f32(llvm::Value* x);
