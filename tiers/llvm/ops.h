@@ -48,6 +48,7 @@ private:
     [[noreturn]] void unsupported(std::string_view op, kir::Type t);
     llvm::Value* float_unary(kir::UnaryOp op, kir::Type t, llvm::Value* x);
     llvm::Value* sigmoid(llvm::Value* x, bool f32);
+    llvm::Value* x_sigmoid_f32(llvm::Value* x, llvm::Value* z);
     llvm::Value* compare(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
 
     // ---- f32 polynomials (vmath.cpp) ----
