@@ -428,23 +428,18 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
         T* d = buf + ((iy_lo + ph - row0) * cw + pw) * W;  // input pixel (iy_lo, 0)
         for (I64 q = iy_lo * w; q < q_end; q += W) {
             const I64 n = q_end - q < W ? q_end - q : W;
+            V r[W];
             if (n <= kTail) {  // a few pixels: gathered one at a time, not a whole transpose
                 for (I64 j = 0; j < n; ++j) {
                     alignas(64) T lanes[W];
                     for (int k = 0; k < W; ++k) lanes[k] = k < nc ? xs[c0 + k][q + j] : T(0);
-                    if (x + pw < cw) S::store(d, S::load(lanes));
-                    d += W;
-                    if (++x == w) {
-                        x = 0;
-                        d += (cw - w) * W;
-                    }
+                    r[j] = S::load(lanes);
                 }
-                continue;
-            }
-            V r[W];
+            } else {
 #pragma GCC unroll 16
-            for (int k = 0; k < W; ++k) r[k] = k >= nc ? vzero : n == W ? S::load(xs[c0 + k] + q) : S::load_n(xs[c0 + k] + q, n);
-            S::transpose(r);
+                for (int k = 0; k < W; ++k) r[k] = k >= nc ? vzero : n == W ? S::load(xs[c0 + k] + q) : S::load_n(xs[c0 + k] + q, n);
+                S::transpose(r);
+            }
             for (I64 j = 0; j < n; ++j) {
                 if (x + pw < cw) S::store(d, r[j]);
                 d += W;
