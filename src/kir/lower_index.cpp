@@ -19,10 +19,13 @@ bool const_value(const ExprRef& e, std::int64_t* v) {
 std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t unit) {
     std::int64_t n = 0;
     if (!const_value(total, &n) || n <= cap) return cap;
-    std::int64_t blocks = (n + cap - 1) / cap;
+    // Blocks of whole units (a cap of 144 rows in units of 32 would make blocks of 144 that
+    // a tier's tiles of 32 rows do not divide).
+    const std::int64_t most = std::max(unit, cap / unit * unit);
+    std::int64_t blocks = (n + most - 1) / most;
     blocks += blocks % 2;
     const std::int64_t size = (n + blocks - 1) / blocks;
-    return std::min(cap, (size + unit - 1) / unit * unit);
+    return std::min(most, (size + unit - 1) / unit * unit);
 }
 
 std::int64_t two_blocks_if_one(const ExprRef& total, std::int64_t block, std::int64_t unit) {
