@@ -22,7 +22,8 @@ struct ConvCase {
     Pair stride{1, 1}, pad{0, 0}, dil{1, 1};
     std::int64_t groups = 1;
     bool bias = true;
-    int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh, 4 y * sigmoid(y)
+    int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh, 4 y * sigmoid(y),
+                  // 5 minimum(maximum(y, 0), 6) (relu6 as ONNX's Clip imports)
 };
 
 inline std::string describe(const ConvCase& c) {
@@ -58,6 +59,7 @@ inline Graph make_graph(const ConvCase& c, std::vector<Dim> xdims) {
         case 2: return {relu(y * scale + shift)};
         case 3: return {tanh(y) + in[1]};
         case 4: return {y * sigmoid(y)};  // SiLU as ONNX exports write it: y read twice
+        case 5: return {minimum(maximum(y, 0.0), 6.0)};
         default: return {y};
         }
     });
@@ -145,6 +147,12 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 19; c.o = 19; c.groups = 19; c.h = 8; c.w = 8; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.bias = false; });
     // Whole output rows per kernel call (dw_step): 17 rows of 30 per call, two calls a plane.
     add([](ConvCase& c) { c.c = 18; c.o = 18; c.groups = 18; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 1; });
+    // relu6 (mobilenet_v2): the depthwise kernel clamps as it stores (cpu::DwPlan::lo, hi), on
+    // its direct rows at strides 1 and 2, across the lanes (small planes), and in bands (5 x 5).
+    add([](ConvCase& c) { c.c = 3; c.o = 3; c.groups = 3; c.h = 40; c.w = 40; c.pad = {1, 1}; c.n = 2; c.epi = 5; });
+    add([](ConvCase& c) { c.c = 5; c.o = 5; c.groups = 5; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 5; });
+    add([](ConvCase& c) { c.c = 37; c.o = 37; c.groups = 37; c.h = 7; c.w = 7; c.pad = {1, 1}; c.epi = 5; });
+    add([](ConvCase& c) { c.c = 6; c.o = 6; c.groups = 6; c.h = 20; c.w = 21; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.dt = DType::f64; c.epi = 5; });
     // SiLU (efficientnet): the epilogue reads the conv result twice (passes/fuse.h): a dense
     // 1x1, a depthwise 3x3 over whole planes, and a strided f64 conv.
     add([](ConvCase& c) { c.c = 24; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 4; });

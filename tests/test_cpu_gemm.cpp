@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
+#include "src/core/scalar_ops.h"
 #include "src/cpu/depthwise.h"
 #include "src/cpu/gemm.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -301,6 +303,75 @@ TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one 
                 }
             }
         }
+    }
+}
+
+// The clamp the kernel applies as it stores (DwPlan::lo, hi: a conv's relu6 or Clip):
+// for each of its paths, bit for bit the unclamped outputs put through the interpreter's
+// maximum and minimum, with NaN, +-inf and -0 among the inputs, a plane of zero weights
+// from -0 (outputs of either zero's sign), one bound or both.
+template <class T>
+void check_depthwise_clamp(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 nch, double lo, double hi,
+                           std::uint64_t seed) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const I64 npix = oh * g.ow, taps = g.kh * g.kw;
+    std::vector<T> x = random_values<T>(static_cast<std::size_t>(nch * g.h * g.w), seed);
+    std::vector<T> w = random_values<T>(static_cast<std::size_t>(nch * taps), seed + 1);
+    std::vector<T> init = random_values<T>(static_cast<std::size_t>(nch), seed + 2);
+    for (T& v : x) v *= T(4);  // outputs on both sides of the bounds
+    const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity(), T(-0.0)};
+    for (std::size_t i = 0; i < 4; ++i) x[(static_cast<std::size_t>(seed) * 7 + i * 131) % x.size()] = specials[i];
+    for (I64 t = 0; t < taps; ++t) w[static_cast<std::size_t>(t)] = T(0);  // plane 0: zero weights from -0
+    init[0] = T(-0.0);
+    std::vector<const T*> xs, ws;
+    for (I64 k = 0; k < nch; ++k) {
+        xs.push_back(x.data() + k * g.h * g.w);
+        ws.push_back(w.data() + k * taps);
+    }
+    const kiln::cpu::DwPlan plain = kiln::cpu::depthwise_plan(g);
+    kiln::cpu::DwPlan clamped = plain;
+    clamped.lo = lo;
+    clamped.hi = hi;
+    std::vector<T> scratch(static_cast<std::size_t>(plain.scratch_elems));
+    std::vector<T> want(static_cast<std::size_t>(nch * npix)), got(want.size());
+    kiln::cpu::depthwise_planes<T>(isa, g, plain, nch, xs.data(), ws.data(), init.data(), want.data(), npix, 0, npix,
+                                   scratch.data());
+    kiln::cpu::depthwise_planes<T>(isa, g, clamped, nch, xs.data(), ws.data(), init.data(), got.data(), npix, 0, npix,
+                                   scratch.data());
+    int mismatches = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const T v = kiln::core::scalar::minimum(kiln::core::scalar::maximum(want[i], T(lo)), T(hi));
+        if (std::bit_cast<Bits>(v) != std::bit_cast<Bits>(got[i]) && ++mismatches <= 3)
+            FAIL_CHECK("output ", i, ": got ", got[i], ", want ", v, " (unclamped ", want[i], ")");
+    }
+    CHECK(mismatches == 0);
+}
+
+TEST_CASE("cpu gemm: the depthwise kernel clamps as it stores, as maximum and minimum do (every path, NaN, inf, -0)") {
+    const double inf = std::numeric_limits<double>::infinity();
+    struct Bounds { double lo, hi; };
+    const Bounds bounds[] = {{0.0, 6.0}, {-inf, 0.5}, {-1.0, inf}, {0.0, inf}, {2.0, 2.0}};
+    // The direct rows at stride 1 and 2, the channel lanes (small planes, enough of them),
+    // the flat bands (5 x 5), and a filter of more taps than one chunk (9 x 9).
+    struct Case { I64 hw, k, s, p, nch; };
+    const Case cases[] = {{28, 3, 1, 1, 3}, {56, 3, 2, 1, 2}, {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}};
+    std::uint64_t seed = 4000;
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
+        for (const Case& c : cases)
+            for (const Bounds& b : bounds) {
+                CAPTURE(c.hw);
+                CAPTURE(c.k);
+                CAPTURE(c.s);
+                CAPTURE(b.lo);
+                CAPTURE(b.hi);
+                kiln::cpu::Im2colShape g{1, c.hw, c.hw, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
+                g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
+                const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1;
+                check_depthwise_clamp<float>(isa, g, oh, c.nch, b.lo, b.hi, seed += 10);
+                check_depthwise_clamp<double>(isa, g, oh, c.nch, b.lo, b.hi, seed += 10);
+            }
     }
 }
 

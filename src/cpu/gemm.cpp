@@ -73,6 +73,14 @@ template <class E> struct Portable {
         for (std::int64_t i = n; i < W; ++i) v[i] = T(0);
         return v;
     }
+    static V clamp(V v, V lo, V hi) {  // per lane: lo > v ? lo : v, then hi < that ? hi : that (as max_ps, min_ps)
+        V r;
+        for (int i = 0; i < W; ++i) {
+            const T m = lo[i] > v[i] ? lo[i] : v[i];
+            r[i] = hi[i] < m ? hi[i] : m;
+        }
+        return r;
+    }
     static V maxnan(V a, V b) {  // per lane: NaN if either is, else the larger
         V r;
         for (int i = 0; i < W; ++i) r[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];

@@ -20,6 +20,7 @@
 #include "src/cpu/im2col.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -69,6 +70,10 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // A small plane (chan) can instead run with the channels across the lanes: its padded input
 // rows read, cw columns of them (the padded columns the taps reach), transposed into a
 // pixel-major buffer of kMaxLanes values per pixel (dw_channels); scratch_elems covers that.
+// The outputs are stored clamped, min(max(v, lo), hi) as src/core/scalar_ops.h's maximum
+// and minimum take them (a NaN v stays NaN; a v equal to a bound, -0 and +0 included, stays
+// v): a conv's relu6 or Clip epilogue applied as the kernel stores, not in a pass of its own.
+// The default bounds leave every value as it is.
 // The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
 inline constexpr std::int64_t kDwChanTaps = 49;
 struct DwPlan {
@@ -76,6 +81,7 @@ struct DwPlan {
     std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;
     bool chan = false;
     std::int64_t cw = 0;
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
 };
 
 // depthwise.h's depthwise_planes for one instruction set (plan: depthwise_plan(g)).

@@ -87,6 +87,7 @@ struct Avx2F32 {
     }
     static V head(V v, std::int64_t n) { return _mm256_and_ps(v, _mm256_castsi256_ps(first(n))); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
+    static V clamp(V v, V lo, V hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }  // (gemm.h, DwPlan)
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
         return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
     }
@@ -149,6 +150,7 @@ struct Avx2F64 {
     }
     static V head(V v, std::int64_t n) { return _mm256_and_pd(v, _mm256_castsi256_pd(first(n))); }
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, first(n), v); }
+    static V clamp(V v, V lo, V hi) { return _mm256_min_pd(hi, _mm256_max_pd(lo, v)); }
     static V maxnan(V a, V b) {
         return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
     }

@@ -83,6 +83,9 @@ struct Avx512F32 {
     }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_ps(first(n), v); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
+    static V clamp(V v, V lo, V hi) {  // (gemm.h, DwPlan; masked: GCC 12 warns of the unmasked forms)
+        return _mm512_mask_min_ps(hi, 0xFFFF, hi, _mm512_mask_max_ps(lo, 0xFFFF, lo, v));
+    }
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN (a NaN b stays); a NaN a is kept
         return _mm512_mask_mov_ps(_mm512_mask_max_ps(b, 0xFFFF, a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
     }
@@ -154,6 +157,7 @@ struct Avx512F64 {
     }
     static V head(V v, std::int64_t n) { return _mm512_maskz_mov_pd(first(n), v); }
     static void store_n(T* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, first(n), v); }
+    static V clamp(V v, V lo, V hi) { return _mm512_mask_min_pd(hi, 0xFF, hi, _mm512_mask_max_pd(lo, 0xFF, lo, v)); }
     static V maxnan(V a, V b) {
         return _mm512_mask_mov_pd(_mm512_mask_max_pd(b, 0xFF, a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
     }

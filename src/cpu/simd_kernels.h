@@ -5,7 +5,8 @@
 //   bcast(p), fma(a, b, c) = a * b + c, add(a, b), load2(p) = {p[0], p[2], ..., p[2W-2]},
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
 //   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b)
-//   (per lane: NaN if either is, else the larger), transpose(V (&r)[W]) (r[i][j] <- r[j][i]).
+//   (per lane: NaN if either is, else the larger), clamp(v, lo, hi) = min_ps(hi, max_ps(lo, v))
+//   (x86's operand order: a NaN v stays NaN), transpose(V (&r)[W]) (r[i][j] <- r[j][i]).
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
@@ -169,16 +170,17 @@ template <class S>
     if (i < n) S::store(dst + n - W, vv);
 }
 
-// flat[q] = init + sum over taps t of w[t] * (pixel q of tap t) for the flat positions
-// q < n of a depthwise band (dw_planes), tap t = i * kw + j at in(i, j).
+// flat[q] = clamp(init + sum over taps t of w[t] * (pixel q of tap t)) for the flat
+// positions q < n of a depthwise band (dw_planes), tap t = i * kw + j at in(i, j), clamped
+// to [lo, hi] (DwPlan).
 template <class S, class Tap>
 void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::T* w, typename S::T init,
-             typename S::T* flat) {
+             typename S::T* flat, typename S::T lo, typename S::T hi) {
     using T = typename S::T;
     using V = typename S::V;
     using I64 = std::int64_t;
     constexpr int W = S::W, U = 4;
-    const V vinit = S::bcast(&init);
+    const V vinit = S::bcast(&init), vlo = S::bcast(&lo), vhi = S::bcast(&hi);
     if (g.kh == 3 && g.kw == 3) {  // the nine weights stay in registers
         const T* in[9];
         V wv[9];
@@ -197,13 +199,13 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 #pragma GCC unroll 4
                 for (int u = 0; u < U; ++u) acc[u] = S::fma(wv[t], S::load(in[t] + q + u * W), acc[u]);
 #pragma GCC unroll 4
-            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, acc[u]);
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, S::clamp(acc[u], vlo, vhi));
         }
         for (; q < n; q += W) {  // the last vector reads and writes into the slack
             V acc = vinit;
 #pragma GCC unroll 9
             for (int t = 0; t < 9; ++t) acc = S::fma(wv[t], S::load(in[t] + q), acc);
-            S::store(flat + q, acc);
+            S::store(flat + q, S::clamp(acc, vlo, vhi));
         }
         return;
     }
@@ -216,6 +218,7 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
         const I64 nt = taps - t0 < kTapChunk ? taps - t0 : kTapChunk;
         for (I64 t = 0; t < nt; ++t) in[t] = in_of((t0 + t) / g.kw, (t0 + t) % g.kw);
         const T* wt = w + t0;
+        const bool last = t0 + nt == taps;  // the sums are whole: clamped as stored
         for (I64 q = 0; q < n; q += U * W) {
             V acc[U];
 #pragma GCC unroll 4
@@ -226,7 +229,7 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
                 for (int u = 0; u < U; ++u) acc[u] = S::fma(wv, S::load(in[t] + q + u * W), acc[u]);
             }
 #pragma GCC unroll 4
-            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, acc[u]);
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, last ? S::clamp(acc[u], vlo, vhi) : acc[u]);
         }
     }
 }
@@ -245,7 +248,7 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 template <class S>
 void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int64_t ow, std::int64_t y0,
                 std::int64_t y1, const typename S::T* wt, typename S::T init, typename S::T* out,
-                const typename S::T* zeros) {
+                const typename S::T* zeros, typename S::T lo, typename S::T hi) {
     (void)ow;  // == w (the signature of dw_direct3s2, so that dw_planes picks either)
     using T = typename S::T;
     using V = typename S::V;
@@ -254,7 +257,7 @@ void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int
     V wv[9];
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) wv[t] = S::bcast(wt + t);
-    const V vinit = S::bcast(&init);
+    const V vinit = S::bcast(&init), vlo = S::bcast(&lo), vhi = S::bcast(&hi);
     auto row_at = [&](I64 iy) { return iy >= 0 && iy < h ? x + iy * w : zeros; };
     // U vectors from column c of output rows r and (two) r + 1; in[i]: input row r - 1 + i.
     auto block = [&](auto u_tag, const T* const* in, T* o, I64 c, bool two, bool left, bool right) {
@@ -279,8 +282,8 @@ void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int
         }
 #pragma GCC unroll 2
         for (int u = 0; u < U; ++u) {
-            S::store(o + c + u * W, a0[u]);
-            if (two) S::store(o + w + c + u * W, a1[u]);
+            S::store(o + c + u * W, S::clamp(a0[u], vlo, vhi));
+            if (two) S::store(o + w + c + u * W, S::clamp(a1[u], vlo, vhi));
         }
     };
     constexpr std::integral_constant<int, 1> one{};
@@ -314,7 +317,7 @@ void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int
 template <class S>
 void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::int64_t ow, std::int64_t y0,
                   std::int64_t y1, const typename S::T* wt, typename S::T init, typename S::T* out,
-                  const typename S::T* zeros) {
+                  const typename S::T* zeros, typename S::T lo, typename S::T hi) {
     using T = typename S::T;
     using V = typename S::V;
     using I64 = std::int64_t;
@@ -322,7 +325,7 @@ void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::i
     V wv[9];
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) wv[t] = S::bcast(wt + t);
-    const V vinit = S::bcast(&init);
+    const V vinit = S::bcast(&init), vlo = S::bcast(&lo), vhi = S::bcast(&hi);
     auto row_at = [&](I64 iy) { return iy >= 0 && iy < h ? x + iy * w : zeros; };
     // U vectors from output column c of output rows r and (two) r + 1; in[k]: input row 2r - 1 + k.
     auto block = [&](auto u_tag, const T* const* in, T* o, I64 c, bool two) {
@@ -349,8 +352,8 @@ void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::i
         }
 #pragma GCC unroll 2
         for (int u = 0; u < U; ++u) {
-            S::store(o + c + u * W, a0[u]);
-            if (two) S::store(o + ow + c + u * W, a1[u]);
+            S::store(o + c + u * W, S::clamp(a0[u], vlo, vhi));
+            if (two) S::store(o + ow + c + u * W, S::clamp(a1[u], vlo, vhi));
         }
     };
     constexpr std::integral_constant<int, 1> one{};
@@ -450,6 +453,8 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
             }
         }
         const V init = inits == nullptr ? vzero : S::load_n(inits + c0, nc);
+        const T lo = T(pl.lo), hi = T(pl.hi);
+        const V vlo = S::bcast(&lo), vhi = S::bcast(&hi);
         // Blocks of W output pixels; the last one repeats its last pixel in the spare lanes.
         I64 ox = p0 % ow;
         const T* at = buf + (((p0 / ow) * sh - row0) * cw + ox * sw) * W;  // output pixel b's first tap
@@ -480,7 +485,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
                 T* dst = outs + c0 * ld + (b - p0);
                 for (I64 j = 0; j < n; ++j) {
                     alignas(64) T lanes[W];
-                    S::store(lanes, o[j]);
+                    S::store(lanes, S::clamp(o[j], vlo, vhi));
                     for (I64 k = 0; k < nc; ++k) dst[k * ld + j] = lanes[k];
                 }
                 continue;
@@ -503,6 +508,8 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
                     for (int j = 0; j < W; ++j) o[j] = S::fma(wv, S::load(base[j] + toff[t]), o[j]);
                 }
             }
+#pragma GCC unroll 16
+            for (int j = 0; j < W; ++j) o[j] = S::clamp(o[j], vlo, vhi);
             S::transpose(o);
             T* dst = outs + c0 * ld + (b - p0);
             for (I64 k = 0; k < nc; ++k) {
@@ -621,7 +628,7 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
         const auto run = g.sh == 1 ? &dw_direct3<S> : &dw_direct3s2<S>;
         for (I64 k = 0; k < nch; ++k)
             run(xs[k], g.h, g.w, g.ow, p0 / g.ow, p1 / g.ow, ws[k], inits != nullptr ? inits[k] : T(0), outs + k * ld,
-                scratch + 1);
+                scratch + 1, T(pl.lo), T(pl.hi));
         return;
     }
     for (I64 k = 0; k < nch; ++k) {
@@ -639,7 +646,7 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
                 for (I64 r = 0; r < brows; ++r) put_row((y0 + r) * g.sh + a - g.ph, plane_a + r * wq);
                 for (I64 b = 0; b < pl.pc; ++b) fill_n<S>(plane_a + b * pl.plane + brows * wq, pl.slack, T(0));
             }
-            dw_taps<S>(g, n, tap, w, init, flat);
+            dw_taps<S>(g, n, tap, w, init, flat, T(pl.lo), T(pl.hi));
             for (I64 r = 0; r < nrows; ++r) {
                 const I64 y = y0 + r;
                 const I64 lo = p0 > y * g.ow ? p0 : y * g.ow, hi = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;

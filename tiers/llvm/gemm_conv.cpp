@@ -8,6 +8,8 @@
 // (pack_im2col()).
 #include "tiers/llvm/gemm_gen.h"
 
+#include <cmath>
+
 namespace kiln::tiers::llvm_tier::gemm_detail {
 
 // grid(): output pixels per chunk of strips that every row tile of a block runs over before
@@ -76,12 +78,26 @@ std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     auto is_bias = [&](const kir::ExprRef& e) {
         return e->kind == kir::ExprKind::Load && stored_as_computed(e->id) && !kir::uses_var(e, h_.col_var);
     };
-    const kir::Expr& v = *st.value;
-    if (is_acc(v)) return DirectDw{base, nullptr};
-    if (v.kind != kir::ExprKind::Binary || v.bop != kir::BinaryOp::add) return std::nullopt;
-    if (is_acc(*v.args[0]) && is_bias(v.args[1])) return DirectDw{base, v.args[1].get()};
-    if (is_acc(*v.args[1]) && is_bias(v.args[0])) return DirectDw{base, v.args[0].get()};
-    return std::nullopt;
+    // min(_, hi) and max(_, lo) around it: the value as the first operand, a constant bound
+    // of the compute type (not NaN) as the second.
+    DirectDw d{base, nullptr};
+    const kir::Type ct = t_->isFloatTy() ? kir::Type::f32 : kir::Type::f64;
+    auto bound = [&](const kir::Expr& e, kir::BinaryOp op, double* at) -> const kir::Expr* {
+        if (e.kind != kir::ExprKind::Binary || e.bop != op) return nullptr;
+        const kir::Expr& c = *e.args[1];
+        if (c.kind != kir::ExprKind::Const || c.type != ct || c.type != e.args[0]->type || std::isnan(c.f)) return nullptr;
+        *at = c.f;
+        return e.args[0].get();
+    };
+    const kir::Expr* v = st.value.get();
+    if (const kir::Expr* in = bound(*v, kir::BinaryOp::min, &d.hi)) v = in;
+    if (const kir::Expr* in = bound(*v, kir::BinaryOp::max, &d.lo)) v = in;
+    if (is_acc(*v)) return d;
+    if (v->kind != kir::ExprKind::Binary || v->bop != kir::BinaryOp::add) return std::nullopt;
+    if (is_acc(*v->args[0]) && is_bias(v->args[1])) d.bias = v->args[1].get();
+    else if (is_acc(*v->args[1]) && is_bias(v->args[0])) d.bias = v->args[0].get();
+    else return std::nullopt;
+    return d;
 }
 
 void GemmGen::depthwise_planes(Value* outer, Value* count) {
@@ -136,7 +152,8 @@ void GemmGen::depthwise_planes(Value* outer, Value* count) {
         b_.CreateAlignedStore(init, elem(dw_inits_, k), ea);
     }, true);
     Value* out = elem(em_.buffer_ptr(h_.out), b0);
-    if_else(b_.CreateLoad(b_.getInt1Ty(), dw_ok_), [&] { call_depthwise(count, i64(0), n_, dw_inits_, out, ld); }, general);
+    if_else(b_.CreateLoad(b_.getInt1Ty(), dw_ok_),
+            [&] { call_depthwise(count, i64(0), n_, dw_inits_, out, ld, nullptr, direct->lo, direct->hi); }, general);
 }
 
 Value* GemmGen::dw_step(std::int64_t cols) {
@@ -164,13 +181,15 @@ std::optional<cpu::DwPlan> GemmGen::bound_dw_plan() {
     return cpu::depthwise_plan(g);
 }
 
-void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, Value* out, Value* ld, Value* first) {
+void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, Value* out, Value* ld, Value* first,
+                             double lo, double hi) {
     llvm::Module& mod = *fn_->getParent();
     auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
     llvm::Type* i64t = b_.getInt64Ty();
+    llvm::Type* f64t = b_.getDoubleTy();
     llvm::FunctionCallee dw_fn = mod.getOrInsertFunction(
         t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t}, false));
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t, f64t, f64t}, false));
     auto* at = dwp_->getAllocatedType();
     if (!out) {
         inits = llvm::ConstantPointerNull::get(ptr_t);
@@ -180,7 +199,7 @@ void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, V
     if (!first) first = i64(0);
     b_.CreateCall(dw_fn, {geo_, count, b_.CreateInBoundsGEP(at, dwp_, {i64(0), first}),
                           b_.CreateInBoundsGEP(at, dwp_, {i64(0), b_.CreateAdd(first, i64(kStreamRows))}), inits, out, ld, p0,
-                          p1});
+                          p1, llvm::ConstantFP::get(f64t, lo), llvm::ConstantFP::get(f64t, hi)});
 }
 
 Value* GemmGen::dense_conv() {

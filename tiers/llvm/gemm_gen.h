@@ -255,18 +255,23 @@ private:
     // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on `count` entries of the
     // pointer arrays from entry `first` (null: 0), pixels [p0, p1), into rows of the stack
     // buffer; or (`out` set) into out + k * ld, each plane started from inits[k] (null: 0).
+    // Its outputs clamped to [lo, hi] (cpu::DwPlan; the default bounds change nothing).
     void call_depthwise(Value* count, Value* p0, Value* p1, Value* inits = nullptr, Value* out = nullptr,
-                        Value* ld = nullptr, Value* first = nullptr);
+                        Value* ld = nullptr, Value* first = nullptr, double lo = -std::numeric_limits<double>::infinity(),
+                        double hi = std::numeric_limits<double>::infinity());
     // The depthwise kernel's plan (src/cpu/depthwise.h) where the geometry is bound.
     std::optional<cpu::DwPlan> bound_dw_plan();
 
     // A depthwise epilogue the kernel can do itself: C stored as computed (of the compute
     // type), at an index `base + column` (base free of the column), plus at most a bias that
-    // does not vary along the columns. depthwise_planes() then has the kernel start each
-    // plane from its bias and write the output, with no stack buffer and no epilogue pass.
+    // does not vary along the columns, then at most max(v, lo) and min(v, hi) with constant
+    // bounds, in that order (relu6, Clip; the kernel's clamp is exactly maximum and minimum).
+    // depthwise_planes() then has the kernel start each plane from its bias and write the
+    // output, with no stack buffer and no epilogue pass.
     struct DirectDw {
         kir::ExprRef base;        // the store's index without the column
         const kir::Expr* bias;    // the bias load, or null
+        double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
     };
     std::optional<DirectDw> direct_dw() const;
 
