@@ -23,7 +23,7 @@ struct ConvCase {
     std::int64_t groups = 1;
     bool bias = true;
     int epi = 0;  // 0 none, 1 relu, 2 per-channel scale/shift + relu, 3 residual + tanh, 4 y * sigmoid(y),
-                  // 5 minimum(maximum(y, 0), 6) (relu6 as ONNX's Clip imports)
+                  // 5 minimum(maximum(y, 0), 6) (relu6 as ONNX's Clip imports), 6 clamp(y, -0.5, 6)
 };
 
 inline std::string describe(const ConvCase& c) {
@@ -60,6 +60,7 @@ inline Graph make_graph(const ConvCase& c, std::vector<Dim> xdims) {
         case 3: return {tanh(y) + in[1]};
         case 4: return {y * sigmoid(y)};  // SiLU as ONNX exports write it: y read twice
         case 5: return {minimum(maximum(y, 0.0), 6.0)};
+        case 6: return {clamp(y, -0.5, 6.0)};
         default: return {y};
         }
     });
@@ -153,6 +154,8 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 5; c.o = 5; c.groups = 5; c.h = 60; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 5; });
     add([](ConvCase& c) { c.c = 37; c.o = 37; c.groups = 37; c.h = 7; c.w = 7; c.pad = {1, 1}; c.epi = 5; });
     add([](ConvCase& c) { c.c = 6; c.o = 6; c.groups = 6; c.h = 20; c.w = 21; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.dt = DType::f64; c.epi = 5; });
+    add([](ConvCase& c) { c.c = 4; c.o = 4; c.groups = 4; c.h = 33; c.w = 33; c.pad = {1, 1}; c.epi = 6; });
+    add([](ConvCase& c) { c.c = 40; c.o = 40; c.groups = 40; c.h = 10; c.w = 10; c.pad = {1, 1}; c.stride = {2, 2}; c.dt = DType::f64; c.epi = 6; });
     // SiLU (efficientnet): the epilogue reads the conv result twice (passes/fuse.h): a dense
     // 1x1, a depthwise 3x3 over whole planes, and a strided f64 conv.
     add([](ConvCase& c) { c.c = 24; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 4; });
