@@ -70,10 +70,10 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // A small plane (chan) can instead run with the channels across the lanes: its padded input
 // rows read, cw columns of them (the padded columns the taps reach), transposed into a
 // pixel-major buffer of kMaxLanes values per pixel (dw_channels); scratch_elems covers that.
-// The outputs are stored clamped, min(max(v, lo), hi) as src/core/scalar_ops.h's maximum
-// and minimum take them (a NaN v stays NaN; a v equal to a bound, -0 and +0 included, stays
-// v): a conv's relu6 or Clip epilogue applied as the kernel stores, not in a pass of its own.
-// The default bounds leave every value as it is.
+// The outputs are stored clamped to [lo, hi]: minimum(maximum(v, lo), hi) as
+// src/core/scalar_ops.h takes them (a NaN v stays NaN; a v equal to a bound, -0 and +0
+// included, stays v), a conv's relu6 or Clip applied as the kernel stores rather than in a
+// pass of its own; the default bounds leave every value as it is.
 // The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
 inline constexpr std::int64_t kDwChanTaps = 49;
 struct DwPlan {

@@ -403,6 +403,8 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
     const I64 iy_lo = row0 - ph > 0 ? row0 - ph : 0;
     const I64 iy_hi = row0 - ph + nrows < h ? row0 - ph + nrows : h;
     const V vzero = S::zero();
+    const T lo = T(pl.lo), hi = T(pl.hi);  // the outputs' clamp (DwPlan)
+    const V vlo = S::bcast(&lo), vhi = S::bcast(&hi);
     for (I64 c0 = 0; c0 < nch; c0 += W) {
         const I64 nc = nch - c0 < W ? nch - c0 : W;
         // The filters transposed: W taps of the W channels at a time.
@@ -453,8 +455,6 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
             }
         }
         const V init = inits == nullptr ? vzero : S::load_n(inits + c0, nc);
-        const T lo = T(pl.lo), hi = T(pl.hi);
-        const V vlo = S::bcast(&lo), vhi = S::bcast(&hi);
         // Blocks of W output pixels; the last one repeats its last pixel in the spare lanes.
         I64 ox = p0 % ow;
         const T* at = buf + (((p0 / ow) * sh - row0) * cw + ox * sw) * W;  // output pixel b's first tap
