@@ -7,8 +7,7 @@
 // straight from the image, a run of output pixels of one output row at a time
 // (pack_im2col()).
 #include "tiers/llvm/gemm_gen.h"
-
-#include <cmath>
+#include "tiers/kir_forms.h"
 
 namespace kiln::tiers::llvm_tier::gemm_detail {
 
@@ -78,40 +77,9 @@ std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     auto is_bias = [&](const kir::ExprRef& e) {
         return e->kind == kir::ExprKind::Load && stored_as_computed(e->id) && !kir::uses_var(e, h_.col_var);
     };
-    // min(_, hi) and max(_, lo) around it: the value as the first operand, a constant bound
-    // of the compute type (not NaN) as the second. Or clamp's form (kir::lower),
-    // v < lo ? lo : (v > hi ? hi : v), with constant bounds lo <= hi: the same values.
+    // then at most a constant clamp (tiers/kir_forms.h), which the kernel applies as it stores
     DirectDw d{base, nullptr};
-    const kir::Type ct = t_->isFloatTy() ? kir::Type::f32 : kir::Type::f64;
-    auto constant = [&](const kir::Expr& c, double* at) {
-        if (c.kind != kir::ExprKind::Const || c.type != ct || std::isnan(c.f)) return false;
-        *at = c.f;
-        return true;
-    };
-    auto bound = [&](const kir::Expr& e, kir::BinaryOp op, double* at) -> const kir::Expr* {
-        if (e.kind != kir::ExprKind::Binary || e.bop != op || e.args[0]->type != ct) return nullptr;
-        return constant(*e.args[1], at) ? e.args[0].get() : nullptr;
-    };
-    // cond ? c : rest with cond = op(v, c): v (rest in *rest), or null.
-    auto pick = [&](const kir::Expr& e, kir::BinaryOp op, double* at, const kir::Expr** rest) -> const kir::Expr* {
-        if (e.kind != kir::ExprKind::Select) return nullptr;
-        const kir::Expr* v = bound(*e.args[0], op, at);
-        if (!v || !kir::same_expr(*e.args[0]->args[1], *e.args[1])) return nullptr;
-        *rest = e.args[2].get();
-        return v;
-    };
-    const kir::Expr* v = st.value.get();
-    const kir::Expr *rest = nullptr, *inner = nullptr;
-    double lo = 0, hi = 0;
-    if (const kir::Expr* x = pick(*v, kir::BinaryOp::lt, &lo, &rest); x && (inner = pick(*rest, kir::BinaryOp::gt, &hi, &rest)) &&
-        kir::same_expr(*x, *inner) && kir::same_expr(*x, *rest) && lo <= hi) {
-        d.lo = lo;
-        d.hi = hi;
-        v = x;
-    } else {
-        if (const kir::Expr* in = bound(*v, kir::BinaryOp::min, &d.hi)) v = in;
-        if (const kir::Expr* in = bound(*v, kir::BinaryOp::max, &d.lo)) v = in;
-    }
+    const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
     if (is_acc(*v)) return d;
     if (v->kind != kir::ExprKind::Binary || v->bop != kir::BinaryOp::add) return std::nullopt;
     if (is_acc(*v->args[0]) && is_bias(v->args[1])) d.bias = v->args[1].get();

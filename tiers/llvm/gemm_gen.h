@@ -264,9 +264,8 @@ private:
 
     // A depthwise epilogue the kernel can do itself: C stored as computed (of the compute
     // type), at an index `base + column` (base free of the column), plus at most a bias that
-    // does not vary along the columns, then at most max(v, lo) and min(v, hi) with constant
-    // bounds, in that order (relu6, Clip; the kernel's clamp is exactly maximum and minimum),
-    // or clamp(v, lo, hi) with constant bounds lo <= hi (the same values).
+    // does not vary along the columns, then at most a clamp to constant bounds (relu6, Clip:
+    // tiers/kir_forms.h, constant_clamp; the kernel's clamp gives the same values).
     // depthwise_planes() then has the kernel start each plane from its bias and write the
     // output, with no stack buffer and no epilogue pass.
     struct DirectDw {
