@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cfloat>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -172,8 +171,9 @@ TEST_CASE("llvm: f32 exp over its whole range: subnormal results, overflow, NaN"
 
 // One formula for both signs (vmath.cpp, exp_sigmoid_f32): checked against sigmoid and silu
 // in double on every 1021st float of |x| <= 120 (past the clamps of both sides), and the
-// specials. Results below the smallest normal float may be 0 (sigmoid's flush); silu within
-// 4 ulp, or absolutely where it cancels in its tail.
+// specials. Results below the smallest normal float may be 0 (sigmoid's flush), and so may
+// silu's below 32 times it (x in about [-91.9, -88.4], where exp(-x) overflows to inf and
+// x / inf is 0); every other result within 4 ulp.
 TEST_CASE("llvm: f32 sigmoid and silu over their whole range against double") {
     std::vector<float> in;
     for (std::uint32_t b = 0; b <= 0x42F00000u; b += 1021) {  // 0x42F00000: 120.0f
@@ -201,7 +201,7 @@ TEST_CASE("llvm: f32 sigmoid and silu over their whole range against double") {
             double d = ulp_diff(got, want);
             if (std::fabs(want) < std::numeric_limits<float>::min() && std::fabs(got) < std::numeric_limits<float>::min())
                 d = 0;
-            if (d > 4 && op == UnaryOp::silu && std::fabs(got - want_d) <= 4 * FLT_EPSILON * std::max(1.0, std::fabs(x))) d = 0;
+            if (op == UnaryOp::silu && got == 0.0f && std::fabs(want_d) < 32.0 * std::numeric_limits<float>::min()) d = 0;
             if (d > 4) {
                 CAPTURE(x);
                 CAPTURE(want);
