@@ -80,8 +80,10 @@ std::string shapes_str(const std::vector<Tensor>& in) {
 
 Result run(const Case& c, int tier) {
     Result r;
-    Function fi = Engine(interpreter_options()).load(c.graph);
-    Function ft = Engine(forced_tier_options(tier)).load(c.graph);
+    Options oi = interpreter_options(), ot = forced_tier_options(tier);
+    oi.nchwc = ot.nchwc = c.nchwc;
+    Function fi = Engine(oi).load(c.graph);
+    Function ft = Engine(ot).load(c.graph);
     if (tier == 2) {
         std::vector<std::vector<Shape>> sets;
         for (const auto& in : c.calls) sets.push_back(shapes_of(in));

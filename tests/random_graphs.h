@@ -29,6 +29,9 @@ Case reduction_case(std::uint64_t seed);    // sum/mean/max/min over trailing ax
 Case norm_case(std::uint64_t seed);         // softmax, log_softmax, layer_norm, rms_norm with producers and epilogues
 Case matmul_case(std::uint64_t seed);       // matmul/linear with bias, activation and residual epilogues
 Case conv_case(std::uint64_t seed);         // conv2d (stride, padding, dilation, groups) with epilogues
+// Chains of conv2d (dense and depthwise, odd channel counts) with epilogues, residual adds,
+// squeeze-excite and channel concats, run in the blocked channel layout (Case::nchwc).
+Case nchwc_case(std::uint64_t seed);
 
 // ---- helpers shared by the generators ----
 using Rng = std::mt19937_64;

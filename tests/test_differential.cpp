@@ -107,3 +107,11 @@ TEST_CASE("differential: matmul and linear with epilogues") {
 TEST_CASE("differential: conv2d with epilogues") {
     run_family({"conv", diff::conv_case, 7000, 64, {0, 0.5, 0.9}});
 }
+
+// The same in the blocked channel layout (Options::nchwc): chains of convolutions with the
+// pass's conversions at their edges. Tier 2 runs f32 convs on src/cpu's blocked-layout kernel
+// (the other dtypes as their plain loop nests); tier 1 declines f32 ones (the interpreter
+// runs that kernel), so about a third of these graphs (f64, f16, bf16) run compiled code there.
+TEST_CASE("differential: nchwc conv chains in the blocked channel layout") {
+    run_family({"nchwc", diff::nchwc_case, 7500, 24, {0, 0.15, 0.9}});
+}

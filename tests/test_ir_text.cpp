@@ -208,6 +208,15 @@ TEST_CASE("ir text: one node of every op, with its attributes, round-trips") {
     auto conv = Attrs().set("stride", Ints{2, 1}).set("padding", Ints{1, 0}).set("dilation", Ints{1, 2}).set("groups", I{1});
     b.add(Op::conv2d, {x, w, bias}, conv);
     b.add(Op::conv2d, {x, w}, conv);
+    // conv2d_nchwc: NCHW in, then blocked in (depthwise), with and without the bias.
+    ValueId wb = b.constant(Tensor::randn({1, 3, 3, 3, 16}, 5)), bb = b.constant(Tensor::randn({1, 16}, 6));
+    ValueId wd = b.constant(Tensor::randn({1, 1, 3, 3, 16}, 7));
+    auto nchwc = [&](I blocked, I dw) {
+        return Attrs().set("stride", Ints{1, 2}).set("padding", Ints{1, 1}).set("dilation", Ints{1, 1})
+            .set("blocked_input", blocked).set("depthwise", dw);
+    };
+    ValueId xb = b.add(Op::conv2d_nchwc, {x, wb, bb}, nchwc(0, 0));
+    b.add(Op::conv2d_nchwc, {xb, wd}, nchwc(1, 1));
     auto pool = Attrs().set("kernel", Ints{2, 2}).set("stride", Ints{2, 2}).set("padding", Ints{0, 1});
     b.add(Op::max_pool2d, {x}, pool);
     b.add(Op::avg_pool2d, {x}, pool);

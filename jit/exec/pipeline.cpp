@@ -3,6 +3,7 @@
 #include "src/ir/printer.h"
 #include "src/ir/verifier.h"
 #include "src/kir/lower.h"
+#include "src/passes/nchwc.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_source.h"
@@ -123,9 +124,15 @@ void dump(const Executable& x, const PipelineSettings& s) {
 std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph> graph, const PipelineSettings& s) {
     auto x = std::make_shared<Executable>();
     x->graph = std::move(graph);
-    const ir::Graph& g = *x->graph;
     StepTimer step(x->steps);
-    step("verify", [&] { ir::verify(g); });
+    step("verify", [&] { ir::verify(*x->graph); });
+    if (s.nchwc)
+        step("nchwc", [&] {
+            auto blocked = std::make_shared<const ir::Graph>(passes::to_nchwc(*x->graph));
+            ir::verify(*blocked);
+            x->graph = std::move(blocked);
+        });
+    const ir::Graph& g = *x->graph;
     step("partition", [&] { x->partition = passes::partition(g); });
     step("lower", [&] { x->groups = lower_groups(g, x->partition); });
     step("schedule", [&] { schedule(*x); });

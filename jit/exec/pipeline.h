@@ -2,6 +2,8 @@
 // The pipeline of one function, graph -> executable plan, in one function (lower_function):
 //
 //   verify     the graph IR holds its invariants (src/ir/verifier.h)
+//   nchwc      with KILN_NCHWC=1, chains of convolutions in the blocked channel layout
+//              (src/passes/nchwc.h; the graph is verified again)
 //   partition  fusion groups (src/passes/fuse.h)
 //   lower      each group to kernel IR, and verify it (src/kir/lower.h); a group that does not
 //              lower keeps the reason and runs on the interpreter; and tier 0's code for each
@@ -32,6 +34,7 @@ using Place = tiers::Place;
 
 // What lower_function writes besides the executable (KILN_DUMP, KILN_DUMP_DIR).
 struct PipelineSettings {
+    bool nchwc = false;        // KILN_NCHWC: the blocked channel layout pass (src/passes/nchwc.h)
     bool dump_graph = false;   // <name>.graph.txt: the graph IR
     bool dump_groups = false;  // <name>.groups.txt: the partition
     bool dump_kir = false;     // <name>.kir.txt: each group's kernel IR, or why it has none

@@ -280,11 +280,14 @@ bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
     if (a.extent <= 0) return made;
     // The group's largest operand (ShapePlan::group_work); a matmul kernel does K
     // multiply-adds per output element (an estimate: it saturates).
-    const std::int64_t work = k.matmul ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups")
-                                       : sp_.group_work[index];
+    // (conv2d_nchwc: `depth` per output element, kir::NchwcConv.)
+    const bool gemm = k.matmul || k.nchwc;
+    const std::int64_t work = gemm ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups")
+                                   : sp_.group_work[index];
     a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
-    if (k.matmul && !support::mul_fits(a.work_per_outer, std::max<std::int64_t>(1, kir::eval_index(k.matmul->k, a.params)),
-                                       &a.work_per_outer))
+    if (gemm && !support::mul_fits(a.work_per_outer,
+                                   std::max<std::int64_t>(1, kir::eval_index(k.matmul ? k.matmul->k : k.nchwc->depth, a.params)),
+                                   &a.work_per_outer))
         a.work_per_outer = std::numeric_limits<std::int64_t>::max();
     a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
     v.code->launch(a);

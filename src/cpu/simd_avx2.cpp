@@ -5,12 +5,16 @@
 // Register tiles: f32 6 x 16 (12 ymm accumulators), f64 6 x 8. Cache blocks: KC = 256
 // (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
 // 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
+#include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/winograd.h"
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -28,6 +32,7 @@
 #endif
 #include "src/cpu/simd_kernels.h"
 #include "src/cpu/simd_winograd.h"
+#include "src/cpu/simd_nchwc.h"
 
 namespace kiln::cpu {
 namespace {
@@ -172,6 +177,9 @@ constinit const SimdKernels<float> kAvx2F32 =
 constinit const WinogradFn kAvx2Winograd = &simd::winograd43<Avx2F32, 6>;
 constinit const SimdKernels<double> kAvx2F64 =
     simd::make_table<Avx2F64, 6, 2, SimdKernels<double>>(CpuIsa::avx2, 256, 72, 512, std::make_index_sequence<6>{});
+
+// The blocked-layout convolution (conv_nchwc.h).
+constinit const NchwcFn kAvx2Nchwc = &simd::nchwc_conv<Avx2F32>;
 
 }  // namespace kiln::cpu
 

@@ -4,12 +4,16 @@
 //
 // Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
 // blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
+#include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/winograd.h"
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -27,6 +31,7 @@
 #endif
 #include "src/cpu/simd_kernels.h"
 #include "src/cpu/simd_winograd.h"
+#include "src/cpu/simd_nchwc.h"
 
 namespace kiln::cpu {
 namespace {
@@ -195,6 +200,9 @@ constinit const SimdKernels<float> kAvx512F32 = simd::make_table<Avx512F32, 12, 
 constinit const WinogradFn kAvx512Winograd = &simd::winograd43<Avx512F32, 12>;
 constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12, 2, SimdKernels<double>>(
     CpuIsa::avx512, 256, 72, 512, std::make_index_sequence<12>{});
+
+// The blocked-layout convolution (conv_nchwc.h).
+constinit const NchwcFn kAvx512Nchwc = &simd::nchwc_conv<Avx512F32>;
 
 }  // namespace kiln::cpu
 

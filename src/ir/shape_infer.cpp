@@ -203,24 +203,30 @@ Dim window_out(const Ctx& c, const Dim& in, std::int64_t k, std::int64_t stride,
     return c.fresh();
 }
 
-TensorType infer_conv(const Ctx& c) {
-    const TensorType &x = c.x(0), &w = c.x(1);
-    c.require(is_floating(x.dtype) && w.dtype == x.dtype, "expected floating operands of one dtype");
-    c.require(x.rank() == 4, "input must be NCHW (rank 4)");
-    c.require(w.rank() == 4, "weight must be OIHW (rank 4)");
+// Stride, padding and dilation of a conv (conv2d, conv2d_nchwc) and its kernel dims kh, kw.
+void require_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
     const auto &st = c.attrs.ints("stride"), &pd = c.attrs.ints("padding"), &dl = c.attrs.ints("dilation");
-    std::int64_t groups = c.attrs.i("groups");
-    c.require(groups >= 1, "groups must be >= 1");
-    c.require(w.dims[2].is_static() && w.dims[3].is_static() && w.dims[0].is_static() && w.dims[1].is_static(),
-              "weight dims must be static");
     c.require(st.size() == 2 && pd.size() == 2 && dl.size() == 2, "stride, padding and dilation must hold 2 values");
     for (int i = 0; i < 2; ++i) {
         c.require(st[i] >= 1 && dl[i] >= 1 && pd[i] >= 0, "stride and dilation must be >= 1, padding >= 0");
         require_extent(c, st[i], "stride");
         require_extent(c, dl[i], "dilation");
         require_extent(c, pd[i], "padding");
-        require_extent(c, w.dims[2 + i].value(), "kernel size");
+        require_extent(c, i == 0 ? kh : kw, "kernel size");
     }
+}
+
+TensorType infer_conv(const Ctx& c) {
+    const TensorType &x = c.x(0), &w = c.x(1);
+    c.require(is_floating(x.dtype) && w.dtype == x.dtype, "expected floating operands of one dtype");
+    c.require(x.rank() == 4, "input must be NCHW (rank 4)");
+    c.require(w.rank() == 4, "weight must be OIHW (rank 4)");
+    std::int64_t groups = c.attrs.i("groups");
+    c.require(groups >= 1, "groups must be >= 1");
+    c.require(w.dims[2].is_static() && w.dims[3].is_static() && w.dims[0].is_static() && w.dims[1].is_static(),
+              "weight dims must be static");
+    require_window(c, w.dims[2].value(), w.dims[3].value());
+    const auto &st = c.attrs.ints("stride"), &pd = c.attrs.ints("padding"), &dl = c.attrs.ints("dilation");
     std::int64_t o = w.dims[0].value(), ipg = w.dims[1].value();
     c.require(o % groups == 0, "output channels " + std::to_string(o) + " must divide by groups " + std::to_string(groups));
     c.require(compatible(x.dims[1], Dim(ipg * groups)),
@@ -232,6 +238,40 @@ TensorType infer_conv(const Ctx& c) {
     Dim h = window_out(c, x.dims[2], w.dims[2].value(), st[0], 2 * pd[0], dl[0], "conv2d");
     Dim ww = window_out(c, x.dims[3], w.dims[3].value(), st[1], 2 * pd[1], dl[1], "conv2d");
     return {x.dtype, {x.dims[0], Dim(o), h, ww}};
+}
+
+TensorType infer_conv_nchwc(const Ctx& c) {
+    const TensorType &x = c.x(0), &w = c.x(1);
+    c.require(is_floating(x.dtype) && w.dtype == x.dtype, "expected floating operands of one dtype");
+    const std::int64_t blocked = c.attrs.i("blocked_input"), dw = c.attrs.i("depthwise");
+    c.require((blocked == 0 || blocked == 1) && (dw == 0 || dw == 1), "blocked_input and depthwise must be 0 or 1");
+    c.require(w.rank() == 5, "weight must be [Ob, CG, KH, KW, B] (rank 5)");
+    for (const Dim& d : w.dims) c.require(d.is_static(), "weight dims must be static");
+    const std::int64_t ob = w.dims[0].value(), cg = w.dims[1].value(), blk = w.dims[4].value();
+    c.require(ob >= 1 && cg >= 1 && blk >= 1, "weight dims must be >= 1");
+    require_window(c, w.dims[2].value(), w.dims[3].value());
+    c.require(x.rank() == (blocked ? 5 : 4), blocked ? "input must be [N, Cb, H, W, B] (rank 5)" : "input must be NCHW (rank 4)");
+    if (blocked) {
+        c.require(compatible(x.dims[4], Dim(blk)), "input block " + dstr(x.dims[4]) + " must equal the weight's " + std::to_string(blk));
+        if (x.dims[1].is_static())
+            c.require(dw ? x.dims[1].value() == ob : cg <= x.dims[1].value() * blk,
+                      dw ? "a depthwise input must have " + std::to_string(ob) + " channel blocks, got " + dstr(x.dims[1])
+                         : "weight dim 1 (" + std::to_string(cg) + ") exceeds the input's " + dstr(x.dims[1]) + " blocks of " +
+                               std::to_string(blk));
+    } else {
+        c.require(!dw, "a depthwise conv2d_nchwc needs a blocked input");
+        c.require(compatible(x.dims[1], Dim(cg)), "input channels " + dstr(x.dims[1]) + " must equal weight dim 1 (" +
+                                                      std::to_string(cg) + ")");
+    }
+    if (dw) c.require(cg == 1, "a depthwise weight must have dim 1 = 1");
+    if (c.in.size() == 3)
+        c.require(c.x(2).dtype == x.dtype && c.x(2).rank() == 2 && compatible(c.x(2).dims[0], Dim(ob)) &&
+                      compatible(c.x(2).dims[1], Dim(blk)),
+                  "bias must have shape [" + std::to_string(ob) + ", " + std::to_string(blk) + "]");
+    const auto &st = c.attrs.ints("stride"), &pd = c.attrs.ints("padding"), &dl = c.attrs.ints("dilation");
+    Dim h = window_out(c, x.dims[2], w.dims[2].value(), st[0], 2 * pd[0], dl[0], "conv2d_nchwc");
+    Dim ww = window_out(c, x.dims[3], w.dims[3].value(), st[1], 2 * pd[1], dl[1], "conv2d_nchwc");
+    return {x.dtype, {x.dims[0], Dim(ob), h, ww, Dim(blk)}};
 }
 
 TensorType infer_pool(const Ctx& c) {
@@ -475,6 +515,7 @@ TensorType infer(const Ctx& c) {
         return infer_norm(c);
     case Op::matmul: return infer_matmul(c);
     case Op::conv2d: return infer_conv(c);
+    case Op::conv2d_nchwc: return infer_conv_nchwc(c);
     case Op::max_pool2d: case Op::avg_pool2d: case Op::global_avg_pool2d: return infer_pool(c);
     case Op::reshape: return infer_reshape(c);
     case Op::permute: return infer_permute(c);

@@ -35,6 +35,8 @@ std::span<const AttrSpec> attr_specs(Op op) {
     static constexpr AttrSpec kEps[] = {{"eps", kFloat}};
     static constexpr AttrSpec kConv[] = {
         {"dilation", kInts, 2}, {"groups", kInt}, {"padding", kInts, 2}, {"stride", kInts, 2}};
+    static constexpr AttrSpec kConvNchwc[] = {{"blocked_input", kInt}, {"depthwise", kInt}, {"dilation", kInts, 2},
+                                              {"padding", kInts, 2}, {"stride", kInts, 2}};
     static constexpr AttrSpec kPool[] = {{"kernel", kInts, 2}, {"padding", kInts, 2}, {"stride", kInts, 2}};
     static constexpr AttrSpec kShape[] = {{"shape", kDims}};
     static constexpr AttrSpec kPerm[] = {{"perm", kInts}};
@@ -53,6 +55,7 @@ std::span<const AttrSpec> attr_specs(Op op) {
     case Op::softmax: case Op::log_softmax: case Op::concat: case Op::gather: return kAxis;
     case Op::layer_norm: case Op::rms_norm: case Op::batch_norm: return kEps;
     case Op::conv2d: return kConv;
+    case Op::conv2d_nchwc: return kConvNchwc;
     case Op::max_pool2d: case Op::avg_pool2d: return kPool;
     case Op::reshape: case Op::broadcast_to: return kShape;
     case Op::permute: return kPerm;

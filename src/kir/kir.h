@@ -212,6 +212,35 @@ struct MatmulHint {
     int winograd = -1;             // a 3x3 conv's A as its Winograd transform (Derived::winograd), or -1
 };
 
+// A conv2d_nchwc group's kernel (src/kir/lower_conv_nchwc.cpp, blocks of 16 channels),
+// described for a backend that computes the accumulators with src/cpu's blocked-layout
+// kernel (src/cpu/conv_nchwc.h) instead of the k loop. Like MatmulHint, the loop nest alone
+// is complete and correct. The nest it describes (f32 operands and output):
+//
+//   for outer in [0, batch * rblocks * cblocks)   rblocks = ceil(blocks / block_rows), cblocks = ceil(npix / col_block)
+//     for v<batch_var> in [s, s + 1)                                     s = outer / (rblocks * cblocks)
+//       for v<block_var> in [((outer / cblocks) % rblocks) * block_rows, min(... + block_rows, blocks))
+//         for v<col_var> in [(outer % cblocks) * col_block, min(... + col_block, npix))
+//           for v<lane_var> in [0, 16)
+//             t<acc_temp> = the conv's sum for output channel block * 16 + lane at pixel col
+//                           (cpu/conv_nchwc.h's formula, without the bias)
+//             <epilogue>
+//
+// `x` is the conv's input buffer, at element offset `x_offset` (of batch_var) for the
+// sample; `w` the weight [blocks, cin, kh, kw, 16]. h, w_in, oh, ow are the input's and
+// output's spatial dims; `depth` = cin * kh * kw (depthwise: kh * kw), the multiply-adds per
+// output element.
+struct NchwcConv {
+    int x = -1, w = -1;
+    ExprRef x_offset, batch, blocks, npix, depth;
+    ExprRef h, w_in, oh, ow;
+    std::int64_t cin = 1, kh = 1, kw = 1, stride[2] = {1, 1}, pad[2] = {0, 0}, dilation[2] = {1, 1};
+    bool blocked_input = true, depthwise = false;
+    std::int64_t block_rows = 1, col_block = 1;
+    int batch_var = -1, block_var = -1, col_var = -1, lane_var = -1, acc_temp = -1;
+    std::vector<StmtRef> epilogue;
+};
+
 // A copy of a constant input buffer in another layout, which the runtime makes once per
 // function for code that reads it (tiers::CompiledKernel::reads_derived; its source holds a
 // graph constant, so it never changes) and passes after the kernel's outputs:
@@ -252,6 +281,7 @@ struct Kernel {
     ExprRef extent;                       // of the outer index, in params
     std::vector<StmtRef> body;            // run once per outer index
     std::optional<MatmulHint> matmul;     // matmul and conv groups: what the body computes (above)
+    std::optional<NchwcConv> nchwc;       // conv2d_nchwc groups: likewise (above)
     std::vector<Derived> derived;         // buffers the runtime derives from constant inputs (above)
 };
 

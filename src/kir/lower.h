@@ -42,7 +42,8 @@
 //   strided, dilated, zero padded) and its fused epilogue chain, as an implicit GEMM: the
 //   matmul loop nest with the weight as A and the input's im2col matrix (kir::Im2col, never
 //   built) as B; an outer index is a block of output channels and of output pixels of one
-//   (sample, group) pair;
+//   (sample, group) pair; conv2d_nchwc (the blocked channel layout) likewise, as a plain
+//   nest without a MatmulHint (src/kir/lower_conv_nchwc.cpp);
 // Not checked by the kernel (the caller guards, as the interpreter raises errors there):
 // gamma/beta sizes equal to the normalised dim; max/min over a zero-length row (the kernel
 // then writes -inf/+inf or the integer type's limit where the interpreter throws).

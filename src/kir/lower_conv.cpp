@@ -52,6 +52,7 @@ ExprRef in_range(const ExprRef& v, const ExprRef& n) {
 void lower_conv(Lowering& L) {
     const ValueId cv = L.group.nodes.front();
     const ir::Node& cn = L.node(cv);
+    if (cn.op == ir::Op::conv2d_nchwc) return lower_conv_nchwc(L);
     if (cn.op != ir::Op::conv2d) throw Unsupported{"the group does not start with a conv2d"};
     if (L.group.outputs.size() != 1) throw Unsupported{"a conv group with more than one output"};
     const ValueId out = L.group.outputs.front();

@@ -134,6 +134,7 @@ private:
 void lower_elementwise(Lowering& L);  // lower_elementwise.cpp
 void lower_row(Lowering& L);          // lower_row.cpp
 void lower_matmul(Lowering& L);       // lower_matmul.cpp
-void lower_conv(Lowering& L);         // lower_conv.cpp
+void lower_conv(Lowering& L);         // lower_conv.cpp (conv2d_nchwc: lower_conv_nchwc)
+void lower_conv_nchwc(Lowering& L);   // lower_conv_nchwc.cpp
 
 }  // namespace kiln::kir::detail

@@ -205,6 +205,24 @@ std::string print(const Kernel& k) {
         os << "\n    epilogue:\n";
         print_stmts(os, h.epilogue, 6);
     }
+    if (k.nchwc) {
+        const NchwcConv& h = *k.nchwc;
+        auto e = [&](const ExprRef& x) {
+            if (x) print_expr(os, *x);
+            else os << "?";
+        };
+        os << "  nchwc hint: x b" << h.x << (h.blocked_input ? " blocked" : " nchw") << " at ";
+        e(h.x_offset);
+        os << ", w b" << h.w << (h.depthwise ? " depthwise" : "") << ", cin " << h.cin << ", kernel " << h.kh << "x" << h.kw
+           << ", stride " << h.stride[0] << "x" << h.stride[1] << ", pad " << h.pad[0] << "x" << h.pad[1] << ", dilation "
+           << h.dilation[0] << "x" << h.dilation[1] << ", blocks ";
+        e(h.blocks);
+        os << " (" << h.block_rows << " per outer), pixels ";
+        e(h.npix);
+        os << " (" << h.col_block << " per outer)\n    batch v" << h.batch_var << ", block v" << h.block_var << ", col v"
+           << h.col_var << ", lane v" << h.lane_var << ", acc t" << h.acc_temp << "\n    epilogue:\n";
+        print_stmts(os, h.epilogue, 6);
+    }
     return os.str();
 }
 

@@ -54,6 +54,20 @@ public:
         check(k_.extent->type == Type::index, "the extent is not an index expression");
         stmts(k_.body);
         if (k_.matmul) hint(*k_.matmul);
+        if (k_.nchwc) {
+            const NchwcConv& h = *k_.nchwc;
+            check(!k_.matmul, "a kernel with both a matmul and an nchwc hint");
+            for (int v : {h.batch_var, h.block_var, h.col_var, h.lane_var})
+                check(v >= 0 && v < k_.num_vars, "the nchwc hint's variable v" + std::to_string(v) + " is out of range");
+            check(h.acc_temp >= 0 && static_cast<std::size_t>(h.acc_temp) < k_.temps.size() &&
+                      k_.temps[static_cast<std::size_t>(h.acc_temp)] == Type::f32,
+                  "the nchwc hint's accumulator is not an f32 temp");
+            for (int b : {h.x, h.w})
+                check(b >= 0 && static_cast<std::size_t>(b) < k_.buffers.size() && !k_.buffers[static_cast<std::size_t>(b)].output &&
+                          k_.buffers[static_cast<std::size_t>(b)].dtype == DType::f32,
+                      "the nchwc hint's operand b" + std::to_string(b) + " is not an f32 input buffer");
+            check(h.cin >= 1 && h.kh >= 1 && h.kw >= 1 && h.block_rows >= 1 && h.col_block >= 1, "the nchwc hint's sizes");
+        }
     }
 
 private:

@@ -136,7 +136,7 @@ private:
         if (ir::is_elementwise(nd.op)) return GroupKind::elementwise;
         if (is_row_op(nd)) return GroupKind::row_reduction;
         if (nd.op == ir::Op::matmul) return GroupKind::matmul;
-        if (nd.op == ir::Op::conv2d) return GroupKind::conv;
+        if (nd.op == ir::Op::conv2d || nd.op == ir::Op::conv2d_nchwc) return GroupKind::conv;
         return GroupKind::opaque;
     }
 

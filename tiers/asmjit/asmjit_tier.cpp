@@ -104,6 +104,10 @@ private:
                 return {nullptr, Bailout::injected_failure, "set_asmjit_fail_next_compiles", 0.0};
         if (!asmjit_tier::host_isa().usable)
             return {nullptr, Bailout::unavailable, "tier 1 needs an x86-64 host with AVX2 and FMA", 0.0};
+        // A blocked-layout convolution with its hint runs src/cpu's kernel on the interpreter
+        // (tiers/interp/conv_nchwc.cpp) and in tier 2; its plain loop nest here would be slower.
+        if (kernel.nchwc)
+            return {nullptr, Bailout::unsupported_op, "conv2d_nchwc runs src/cpu's blocked-layout kernel (interpreter, tier 2)", 0.0};
         const int vb = vector_bytes();
         if (kernel.matmul) return compile_matmul(kernel, vb);
         const asmjit_tier::Analysis a = asmjit_tier::analyze(kernel, vb > 0);  // throws Unsupported

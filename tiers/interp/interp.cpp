@@ -30,6 +30,7 @@ Tensor run_node(const ir::Node& node, const std::vector<Tensor>& inputs, const S
         case ir::Op::batch_norm: out = batch_norm(node, inputs, out_shape); break;
         case ir::Op::matmul: out = matmul(inputs[0], inputs[1], out_shape); break;
         case ir::Op::conv2d: out = conv2d(node, inputs, out_shape); break;
+        case ir::Op::conv2d_nchwc: out = conv2d_nchwc(node, inputs, out_shape); break;
         case ir::Op::max_pool2d:
         case ir::Op::avg_pool2d: out = pool2d(node, inputs[0], out_shape); break;
         case ir::Op::global_avg_pool2d: out = global_avg_pool2d(inputs[0], out_shape); break;

@@ -25,6 +25,7 @@ Tensor rms_norm(const ir::Node& node, const std::vector<Tensor>& in, const Shape
 Tensor batch_norm(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape);
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& out_shape);
 Tensor conv2d(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape);
+Tensor conv2d_nchwc(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape);
 Tensor pool2d(const ir::Node& node, const Tensor& x, const Shape& out_shape);
 Tensor global_avg_pool2d(const Tensor& x, const Shape& out_shape);
 Tensor shape_op(const ir::Node& node, const std::vector<Tensor>& in, const Shape& out_shape);

@@ -61,11 +61,11 @@ public:
         vars_[static_cast<std::size_t>(var)] = v;
     }
     void epilogue(Value* acc) override {
-        const kir::MatmulHint& h = *k_.matmul;
-        if (h.acc_temp < 0 || static_cast<std::size_t>(h.acc_temp) >= temps_.size())
-            fail(Bailout::backend_error, "malformed kernel: matmul accumulator out of range");
-        b_.CreateStore(acc, temps_[static_cast<std::size_t>(h.acc_temp)]);
-        for (const auto& s : h.epilogue) emit_stmt(*s);
+        const int temp = k_.matmul ? k_.matmul->acc_temp : k_.nchwc ? k_.nchwc->acc_temp : -1;
+        if (temp < 0 || static_cast<std::size_t>(temp) >= temps_.size())
+            fail(Bailout::backend_error, "malformed kernel: the hint's accumulator is out of range");
+        b_.CreateStore(acc, temps_[static_cast<std::size_t>(temp)]);
+        for (const auto& s : k_.matmul ? k_.matmul->epilogue : k_.nchwc->epilogue) emit_stmt(*s);
         memo_.clear();
     }
 
@@ -102,6 +102,8 @@ public:
 
         if (gemm_applies(k_)) {
             emit_gemm(k_, target, *this, fn_->getArg(2), fn_->getArg(3));
+        } else if (nchwc_applies(k_)) {
+            emit_nchwc(k_, target, *this, fn_->getArg(2), fn_->getArg(3));
         } else {
             emit_loop_over(fn_->getArg(2), fn_->getArg(3), "outer", [&](Value* iv) {
                 outer_ = iv;

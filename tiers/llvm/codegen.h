@@ -78,9 +78,15 @@ bool gemm_applies(const kir::Kernel& kernel);
 // kernel's naive loop nest. Throws CodegenError.
 void emit_gemm(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmitter& em, llvm::Value* begin,
                llvm::Value* end);
-// Process-wide switch (tests and benchmarks compare both): false makes matmul kernels use
-// their naive KIR loop nest. On by default.
+// conv_nchwc.cpp: does the blocked-layout convolution's code handle this kernel (it has a
+// kir::NchwcConv and the blocked path is switched on)? emit_nchwc emits it, like emit_gemm.
+bool nchwc_applies(const kir::Kernel& kernel);
+void emit_nchwc(const kir::Kernel& kernel, const CodegenTarget& target, KernelEmitter& em, llvm::Value* begin,
+                llvm::Value* end);
+// Process-wide switch (tests and benchmarks compare both): false makes matmul and
+// conv2d_nchwc kernels use their naive KIR loop nest. On by default.
 void set_blocked_gemm(bool on);
+bool blocked_gemm_on();
 // Test hook: the micro-kernel's vector width in bytes (16, 32 or 64; 0: from the host).
 void set_gemm_vector_bytes(int bytes);
 // The settings above as text ("blocked_gemm=1;gemm_vector_bytes=0"): generated code depends on them.
@@ -124,6 +130,16 @@ inline constexpr const char* kWinogradF32Symbol = "kiln_rt_winograd_f32";
 float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, const float* x, const float* u,
                     std::int64_t oc0, std::int64_t rows, std::int64_t og_tiles, std::int64_t ty0, std::int64_t ty1,
                     std::int64_t ldo) noexcept;
+
+// The ahead-of-time blocked-layout convolution (src/cpu/conv_nchwc.h) that conv2d_nchwc code
+// calls (bound in every kernel's JITDylib): the raw convolution (no bias) of channel blocks
+// [ob0, ob1) and pixels [p0, p1) of the sample at x into out (block ob's pixel p at
+// out + (ob - ob0) * ldb + (p - p0) * 16), with the kernels' instruction set. `geo` holds 14
+// int64: cin, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input,
+// 2: depthwise).
+inline constexpr const char* kConvNchwcF32Symbol = "kiln_rt_conv_nchwc_f32";
+void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t ldb,
+                    std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) noexcept;
 
 // Returns whether the code reads the kernel's derived buffers (kir::Derived). Throws
 // CodegenError (only from Kiln's own code: no LLVM callback is involved).

@@ -61,7 +61,7 @@ using llvm::Value;
 namespace gemm_detail {
 
 GemmGen::GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
-    : h_(*k.matmul), kern_(k), em_(em), b_(em.builder()), ctx_(b_.getContext()), fn_(em.function()) {
+    : IrLoops(em.builder(), em.function()), h_(*k.matmul), kern_(k), em_(em) {
     const bool f32 = h_.type == kir::Type::f32;
     t_ = f32 ? b_.getFloatTy() : b_.getDoubleTy();
     es_ = f32 ? 4 : 8;
@@ -630,16 +630,17 @@ bool gemm_applies(const kir::Kernel& kernel) {
 }
 
 void set_blocked_gemm(bool on) { g_blocked.store(on, std::memory_order_relaxed); }
+bool blocked_gemm_on() { return g_blocked.load(std::memory_order_relaxed); }
 
 void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_order_relaxed); }
 
 // The revision names what the emitted code expects of the runtime (revision 4: the depthwise
 // kernel takes several planes per call; 5: and each plane's starting values; 6: the
 // kernel's derived buffers follow its outputs; 7: the depthwise kernel takes the bounds it
-// clamps its outputs to), so that a persistent cache never hands code of an older revision
-// to this one.
+// clamps its outputs to; 8: the blocked-layout convolution kernel, kConvNchwcF32Symbol), so
+// that a persistent cache never hands code of an older revision to this one.
 std::string gemm_settings() {
-    return "gemm_revision=7;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=8;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 

@@ -299,6 +299,7 @@ llvm::Expected<orc::JITDylib&> new_dylib(Jit& j) {
     runtime[j.lljit->mangleAndIntern(llvm_tier::kRowsF64Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::gemm_rows_f64), flags};
     runtime[j.lljit->mangleAndIntern(llvm_tier::kDepthwiseF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::depthwise_f32), flags};
     runtime[j.lljit->mangleAndIntern(llvm_tier::kDepthwiseF64Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::depthwise_f64), flags};
+    runtime[j.lljit->mangleAndIntern(llvm_tier::kConvNchwcF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::conv_nchwc_f32), flags};
     runtime[j.lljit->mangleAndIntern(llvm_tier::kWinogradF32Symbol)] = {orc::ExecutorAddr::fromPtr(&llvm_tier::winograd_f32), flags};
     if (llvm::Error err = jd->define(orc::absoluteSymbols(std::move(runtime)))) {
         LlvmKernel::remove_dylib(&*jd);

@@ -1,0 +1,239 @@
+#pragma once
+// The blocked-layout convolution kernels (conv_nchwc.h) over a traits type S of f32 vectors
+// (simd_kernels.h's conventions: S::V, S::W, zero, load, store, bcast, fma). Included by
+// simd_<isa>.cpp inside its target region, after simd_kernels.h.
+//
+// A block of 16 channels is VPB = 16 / W vectors. Dense convs keep R x NB x VPB accumulators
+// (R pixels, NB blocks): 12 x 2 x 1 zmm on AVX-512, 6 x 1 x 2 ymm on AVX2, so that each
+// broadcast input value feeds two vectors of weights. Depthwise ones keep R x VPB (8 x 1,
+// 4 x 2) and load one input vector per pixel and tap.
+#include "src/cpu/conv_nchwc.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace kiln::cpu::simd {
+
+template <class S> struct NchwcShape {
+    static constexpr int VPB = int(kNchwcLanes) / S::W;
+    static constexpr int R = S::W == 16 ? 12 : 6;   // pixels of a dense run
+    static constexpr int NB = S::W == 16 ? 2 : 1;   // blocks of a dense run
+    static constexpr int DR = S::W == 16 ? 8 : 4;   // pixels of a depthwise run
+};
+
+// What every run of one call reads: the geometry, the sample's tensors, the depth and strides.
+struct NchwcArgs {
+    const NchwcGeometry* g;
+    const float* x;
+    const float* w;
+    const float* bias;
+    float* out;        // block ob0's pixel p0
+    std::int64_t ldb;  // elements from one block to the next in out
+    std::int64_t ob0, p0;
+    std::int64_t k;  // taps per output channel: cin * kh * kw (depthwise: kh * kw)
+};
+
+// The accumulators' starting values: the bias of the blocks, or 0.
+template <class S, int N, int Q>
+inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)[N][Q]) {
+    constexpr int VPB = NchwcShape<S>::VPB;
+#pragma GCC unroll 16
+    for (int q = 0; q < Q; ++q) {
+        const typename S::V b = a.bias ? S::load(a.bias + ob * kNchwcLanes + (q / VPB) * kNchwcLanes + (q % VPB) * S::W)
+                                       : S::zero();
+#pragma GCC unroll 16
+        for (int r = 0; r < N; ++r) acc[r][q] = b;
+    }
+}
+
+template <class S, int N, int Q>
+inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, const typename S::V (&acc)[N][Q]) {
+    constexpr int VPB = NchwcShape<S>::VPB;
+#pragma GCC unroll 16
+    for (int r = 0; r < N; ++r)
+#pragma GCC unroll 4
+        for (int q = 0; q < Q; ++q)
+            S::store(a.out + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W, acc[r][q]);
+}
+
+// Dense: N output pixels from (y, x0) on (consecutive x; for a 1x1 conv of stride 1 without
+// padding y = 0 and x0 = p, the image read as one row), output pixel p onwards, blocks
+// [ob, ob + NB), every tap inside the image.
+template <class S, int N, int NB, bool BLK>
+void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
+    using V = typename S::V;
+    constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
+    const NchwcGeometry& g = *a.g;
+    constexpr std::int64_t E = BLK ? kNchwcLanes : 1;  // elements per input pixel of a channel's block
+    const std::int64_t plane = g.h * g.w, ps = g.sw * E, wstride = a.k * kNchwcLanes;
+    V acc[N][Q];
+    nchwc_init<S>(a, ob, acc);
+    const float* wb = a.w + ob * wstride;
+    for (std::int64_t c = 0; c < g.cin; ++c) {
+        const float* xc = BLK ? a.x + (c / kNchwcLanes) * plane * kNchwcLanes + c % kNchwcLanes : a.x + c * plane;
+        for (std::int64_t i = 0; i < g.kh; ++i) {
+            const float* xr = xc + (y * g.sh - g.ph + i * g.dh) * g.w * E;
+            for (std::int64_t j = 0; j < g.kw; ++j) {
+                const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * E;
+                const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
+                V wv[Q];
+#pragma GCC unroll 4
+                for (int q = 0; q < Q; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
+#pragma GCC unroll 16
+                for (int r = 0; r < N; ++r) {
+                    const V xv = S::bcast(xp + r * ps);
+#pragma GCC unroll 4
+                    for (int q = 0; q < Q; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
+                }
+            }
+        }
+    }
+    nchwc_store<S>(a, ob, p, acc);
+}
+
+// Dense, one output pixel (y, x) = p, each tap checked against the image.
+template <class S, int NB, bool BLK>
+void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x, std::int64_t p) {
+    using V = typename S::V;
+    constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
+    const NchwcGeometry& g = *a.g;
+    const std::int64_t plane = g.h * g.w, wstride = a.k * kNchwcLanes;
+    V acc[1][Q];
+    nchwc_init<S>(a, ob, acc);
+    const float* wb = a.w + ob * wstride;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+            const std::int64_t ix = x * g.sw - g.pw + j * g.dw;
+            if (ix < 0 || ix >= g.w) continue;
+            for (std::int64_t c = 0; c < g.cin; ++c) {
+                const float* xp = BLK ? a.x + ((c / kNchwcLanes) * plane + iy * g.w + ix) * kNchwcLanes + c % kNchwcLanes
+                                      : a.x + c * plane + iy * g.w + ix;
+                const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
+                const V xv = S::bcast(xp);
+#pragma GCC unroll 4
+                for (int q = 0; q < Q; ++q) acc[0][q] = S::fma(xv, S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W), acc[0][q]);
+            }
+        }
+    }
+    nchwc_store<S>(a, ob, p, acc);
+}
+
+// Depthwise: N output pixels from (y, x0) on, block ob, every tap inside the image.
+template <class S, int N>
+void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
+    using V = typename S::V;
+    constexpr int VPB = NchwcShape<S>::VPB;
+    const NchwcGeometry& g = *a.g;
+    V acc[N][VPB];
+    nchwc_init<S>(a, ob, acc);
+    const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
+    const float* wb = a.w + ob * a.k * kNchwcLanes;
+    const std::int64_t ps = g.sw * kNchwcLanes;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+        const float* xr = xb + (y * g.sh - g.ph + i * g.dh) * g.w * kNchwcLanes;
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+            const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * kNchwcLanes;
+            const float* wk = wb + (i * g.kw + j) * kNchwcLanes;
+            V wv[VPB];
+#pragma GCC unroll 4
+            for (int v = 0; v < VPB; ++v) wv[v] = S::load(wk + v * S::W);
+#pragma GCC unroll 16
+            for (int r = 0; r < N; ++r)
+#pragma GCC unroll 4
+                for (int v = 0; v < VPB; ++v) acc[r][v] = S::fma(S::load(xp + r * ps + v * S::W), wv[v], acc[r][v]);
+        }
+    }
+    nchwc_store<S>(a, ob, p, acc);
+}
+
+template <class S>
+void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x, std::int64_t p) {
+    using V = typename S::V;
+    constexpr int VPB = NchwcShape<S>::VPB;
+    const NchwcGeometry& g = *a.g;
+    V acc[1][VPB];
+    nchwc_init<S>(a, ob, acc);
+    const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
+    const float* wb = a.w + ob * a.k * kNchwcLanes;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+            const std::int64_t ix = x * g.sw - g.pw + j * g.dw;
+            if (ix < 0 || ix >= g.w) continue;
+            const float* xp = xb + (iy * g.w + ix) * kNchwcLanes;
+            const float* wk = wb + (i * g.kw + j) * kNchwcLanes;
+#pragma GCC unroll 4
+            for (int v = 0; v < VPB; ++v) acc[0][v] = S::fma(S::load(xp + v * S::W), S::load(wk + v * S::W), acc[0][v]);
+        }
+    }
+    nchwc_store<S>(a, ob, p, acc);
+}
+
+using NchwcRunFn = void (*)(const NchwcArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+
+// Runs of 1 .. R pixels: table[n] for n in [1, R].
+template <class S, int NB, bool BLK, std::size_t... I>
+constexpr auto nchwc_dense_runs(std::index_sequence<I...>) {
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK>...};
+}
+template <class S, std::size_t... I>
+constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_run<S, int(I) + 1>...};
+}
+
+// Output pixels [p0, p1) of blocks [ob, ob + nb) with the runs in `runs` (runs[n]: n pixels,
+// n <= R) and `pixel` for the pixels whose taps leave the image.
+template <int R>
+void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int64_t p1, const NchwcRunFn* runs,
+                  NchwcRunFn pixel, bool linear) {
+    const NchwcGeometry& g = *a.g;
+    if (linear) {  // a 1x1 conv of stride 1 without padding: the image as one row
+        for (std::int64_t p = p0; p < p1; p += R) runs[std::min<std::int64_t>(R, p1 - p)](a, ob, 0, p, p);
+        return;
+    }
+    // Output columns whose taps all lie inside the image's columns: [xlo, xhi).
+    const std::int64_t span_w = (g.kw - 1) * g.dw, span_h = (g.kh - 1) * g.dh;
+    const std::int64_t xlo = (g.pw + g.sw - 1) / g.sw;
+    const std::int64_t xhi = g.w - 1 + g.pw - span_w < 0 ? 0 : (g.w - 1 + g.pw - span_w) / g.sw + 1;
+    for (std::int64_t y = p0 / g.ow; y * g.ow < p1; ++y) {
+        const std::int64_t xs = std::max<std::int64_t>(0, p0 - y * g.ow), xe = std::min(g.ow, p1 - y * g.ow);
+        const std::int64_t iy = y * g.sh - g.ph;
+        const bool row_inside = iy >= 0 && iy + span_h < g.h;
+        const std::int64_t a0 = row_inside ? std::clamp(xlo, xs, xe) : xe, a1 = row_inside ? std::clamp(xhi, a0, xe) : xe;
+        for (std::int64_t x = xs; x < a0; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        for (std::int64_t x = a0; x < a1; x += R) runs[std::min<std::int64_t>(R, a1 - x)](a, ob, y, x, y * g.ow + x);
+        for (std::int64_t x = a1; x < xe; ++x) pixel(a, ob, y, x, y * g.ow + x);
+    }
+}
+
+template <class S>
+void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const float* bias, float* out, std::int64_t ldb,
+                std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) {
+    using Shape = NchwcShape<S>;
+    const NchwcArgs a{&g, x, w, bias, out, ldb, ob0, p0, (g.depthwise ? 1 : g.cin) * g.kh * g.kw};
+    if (g.depthwise) {
+        static constexpr auto runs = nchwc_dw_runs<S>(std::make_index_sequence<Shape::DR>{});
+        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, runs.data(), &nchwc_dw_pixel<S>, false);
+        return;
+    }
+    const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    auto blocks = [&](auto blk) {
+        constexpr bool B = decltype(blk)::value;
+        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B>(std::make_index_sequence<Shape::R>{});
+        static constexpr auto one = nchwc_dense_runs<S, 1, B>(std::make_index_sequence<Shape::R>{});
+        std::int64_t ob = ob0;
+        for (; ob + Shape::NB <= ob1; ob += Shape::NB)
+            nchwc_pixels<Shape::R>(a, ob, p0, p1, wide.data(), &nchwc_dense_pixel<S, Shape::NB, B>, linear);
+        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R>(a, ob, p0, p1, one.data(), &nchwc_dense_pixel<S, 1, B>, linear);
+    };
+    if (g.blocked_input) blocks(std::true_type{});
+    else blocks(std::false_type{});
+}
+
+}  // namespace kiln::cpu::simd

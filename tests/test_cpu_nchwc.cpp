@@ -1,0 +1,116 @@
+// src/cpu's blocked-layout convolution (src/cpu/conv_nchwc.h) against its formula in double
+// precision, for every instruction set the host runs (portable, AVX2, AVX-512): dense and
+// depthwise, blocked and NCHW inputs, 1x1 (the image as one row) and k x k with strides,
+// padding and dilation, odd channel counts, runs cut by the borders and by the pixel range,
+// sub-ranges of blocks and pixels written into a caller's tile (nothing outside it touched).
+#include <doctest/doctest.h>
+
+#include "src/cpu/conv_nchwc.h"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::cpu::CpuIsa;
+using kiln::cpu::NchwcGeometry;
+using I64 = std::int64_t;
+constexpr I64 L = kiln::cpu::kNchwcLanes;
+
+double reference(const NchwcGeometry& g, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                 I64 ob, I64 p, I64 l) {
+    const I64 k = (g.depthwise ? 1 : g.cin) * g.kh * g.kw, plane = g.h * g.w, y = p / g.ow, xo = p % g.ow;
+    double s = b.empty() ? 0.0 : b[static_cast<std::size_t>(ob * L + l)];
+    for (I64 c = 0; c < (g.depthwise ? 1 : g.cin); ++c)
+        for (I64 i = 0; i < g.kh; ++i)
+            for (I64 j = 0; j < g.kw; ++j) {
+                const I64 iy = y * g.sh - g.ph + i * g.dh, ix = xo * g.sw - g.pw + j * g.dw;
+                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                const I64 pix = iy * g.w + ix;
+                const I64 at = g.depthwise ? (ob * plane + pix) * L + l
+                               : g.blocked_input ? ((c / L) * plane + pix) * L + c % L
+                                                 : c * plane + pix;
+                s += double(w[static_cast<std::size_t>((ob * k + (c * g.kh + i) * g.kw + j) * L + l)]) *
+                     double(x[static_cast<std::size_t>(at)]);
+            }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on every instruction set") {
+    std::vector<CpuIsa> isas{CpuIsa::portable};
+    for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
+        if (kiln::cpu::cap_cpu_isa(isa) == isa) isas.push_back(isa);
+        else MESSAGE("cpu nchwc: the host lacks " << std::string(kiln::cpu::cpu_isa_name(isa)) << "; its kernel is not tested here");
+    std::mt19937_64 rng(11);
+    auto pick = [&](std::vector<I64> v) { return v[rng() % v.size()]; };
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    int cases = 0;
+    for (int it = 0; it < 80; ++it) {
+        NchwcGeometry g;
+        g.depthwise = it % 4 == 1;
+        g.blocked_input = g.depthwise || it % 4 != 2;
+        const bool pointwise = !g.depthwise && it % 3 == 0;
+        g.kh = pointwise ? 1 : pick({1, 3, 5});
+        g.kw = pointwise ? 1 : pick({1, 3});
+        g.sh = pointwise ? 1 : pick({1, 2});
+        g.sw = pointwise ? 1 : pick({1, 2});
+        g.ph = pointwise ? 0 : pick({0, 1, 2});
+        g.pw = pointwise ? 0 : pick({0, 1});
+        g.dh = g.kh > 1 ? pick({1, 2}) : 1;
+        g.dw = 1;
+        g.h = pick({1, 3, 7, 14, 20});
+        g.w = pick({1, 5, 7, 13, 30});
+        g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1);
+        g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1);
+        if (g.oh < 0 || g.ow < 0) continue;
+        g.oh = g.oh / g.sh + 1;
+        g.ow = g.ow / g.sw + 1;
+        const I64 ob = pick({1, 2, 3, 5});
+        g.cin = g.depthwise ? 1 : pick({1, 3, 16, 21, 40});
+        const I64 xc = g.depthwise ? ob * L : g.blocked_input ? (g.cin + L - 1) / L * L : g.cin;  // input channels as stored
+        const I64 k = (g.depthwise ? 1 : g.cin) * g.kh * g.kw, npix = g.oh * g.ow;
+        std::vector<float> x(static_cast<std::size_t>(xc * g.h * g.w)), w(static_cast<std::size_t>(ob * k * L)), b;
+        for (float& v : x) v = u(rng);
+        for (float& v : w) v = u(rng);
+        if (it % 5 != 4) {
+            b.resize(static_cast<std::size_t>(ob * L));
+            for (float& v : b) v = u(rng);
+        }
+        // A sub-range of blocks and pixels, into a tile with a guard band after each block.
+        const I64 ob0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(ob)), ob1 = ob0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(ob - ob0));
+        const I64 p0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(npix)), p1 = p0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(npix - p0));
+        const I64 ldb = (p1 - p0) * L + 8;
+        const std::string what = "case " + std::to_string(it) + (g.depthwise ? " depthwise" : g.blocked_input ? " blocked" : " nchw") +
+                                 " cin " + std::to_string(g.cin) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + " k " +
+                                 std::to_string(g.kh) + "x" + std::to_string(g.kw) + " s " + std::to_string(g.sh) + "x" +
+                                 std::to_string(g.sw) + " p " + std::to_string(g.ph) + "x" + std::to_string(g.pw) + " d " +
+                                 std::to_string(g.dh) + " blocks [" + std::to_string(ob0) + "," + std::to_string(ob1) +
+                                 ") pixels [" + std::to_string(p0) + "," + std::to_string(p1) + ")";
+        for (CpuIsa isa : isas) {
+            std::vector<float> out(static_cast<std::size_t>((ob1 - ob0) * ldb), 12345.0f);
+            kiln::cpu::conv_nchwc_f32(isa, g, x.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), ldb, ob0, ob1, p0, p1);
+            int bad = 0;
+            for (I64 o = ob0; o < ob1; ++o) {
+                for (I64 p = p0; p < p1; ++p)
+                    for (I64 l = 0; l < L; ++l) {
+                        const double want = reference(g, x, w, b, o, p, l);
+                        const double got = out[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)];
+                        if (std::abs(got - want) > 1e-5 * (1.0 + double(k)) && bad++ < 3)
+                            FAIL_CHECK(std::string(kiln::cpu::cpu_isa_name(isa)) << " " << what << ": block " << o << " pixel " << p
+                                                                   << " lane " << l << ": " << got << ", want " << want);
+                    }
+                for (I64 e = (p1 - p0) * L; e < ldb; ++e)
+                    if (out[static_cast<std::size_t>((o - ob0) * ldb + e)] != 12345.0f && bad++ < 3)
+                        FAIL_CHECK(std::string(kiln::cpu::cpu_isa_name(isa)) << " " << what << ": wrote past the range in block " << o);
+            }
+            CHECK_MESSAGE(bad == 0, std::string(kiln::cpu::cpu_isa_name(isa)) << " " << what);
+        }
+        ++cases;
+    }
+    CHECK(cases >= 60);
+}

@@ -1,0 +1,190 @@
+// The blocked channel layout (src/passes/nchwc.h, ops.def's conv2d_nchwc): the op on the
+// interpreter against the double-precision reference, the pass keeping every output of
+// random conv chains, converting only at a chain's edges and leaving a graph of one conv
+// alone, and malformed conv2d_nchwc nodes rejected with the operand and the rule named.
+// Every tier against the interpreter on the blocked graphs: tests/test_differential.cpp.
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include "random_graphs.h"
+#include "reference.h"
+#include "src/ir/ir.h"
+#include "src/passes/nchwc.h"
+
+#include <memory>
+#include <string>
+
+using namespace kiln;
+namespace diff = kiln::test::diff;
+
+namespace {
+
+int count_op(const ir::Graph& g, ir::Op op) {
+    int n = 0;
+    for (const auto& nd : g.nodes) n += nd.op == op;
+    return n;
+}
+
+Graph blocked(const Graph& g) { return Graph(std::make_shared<const ir::Graph>(passes::to_nchwc(*g.impl()))); }
+
+struct ConvSpec {
+    std::int64_t o = 0;  // output channels (depthwise: the input's)
+    std::int64_t k = 1, stride = 1, pad = 0, dil = 1;
+    bool depthwise = false, bias = true;
+};
+
+}  // namespace
+
+TEST_CASE("nchwc: conv2d_nchwc on the interpreter matches the double-precision reference") {
+    int ran = 0;
+    for (std::uint64_t seed = 0; seed < 24; ++seed) {
+        diff::Rng rng(seed);
+        const DType dt = seed % 3 == 2 ? DType::f64 : DType::f32;
+        const std::int64_t N = 1 + static_cast<std::int64_t>(rng() % 2), C = diff::pick(rng, std::vector<std::int64_t>{1, 3, 16, 21});
+        const std::int64_t H = 4 + static_cast<std::int64_t>(rng() % 7), W = 4 + static_cast<std::int64_t>(rng() % 7);
+        auto spec = [&](std::int64_t cin) {
+            ConvSpec s;
+            s.depthwise = diff::chance(rng, 3);
+            s.o = s.depthwise ? cin : diff::pick(rng, std::vector<std::int64_t>{5, 16, 19, 32});
+            s.k = diff::pick(rng, std::vector<std::int64_t>{1, 3});
+            s.stride = 1 + static_cast<std::int64_t>(rng() % 2);
+            s.pad = s.k == 3 ? static_cast<std::int64_t>(rng() % 2) : 0;
+            s.dil = s.k == 3 && diff::chance(rng, 4) ? 2 : 1;
+            s.bias = !diff::chance(rng, 3);
+            return s;
+        };
+        const ConvSpec s1 = spec(C), s2 = spec(s1.o);
+        auto out_size = [](std::int64_t in, const ConvSpec& s) -> std::int64_t {
+            const std::int64_t span = in + 2 * s.pad - s.dil * (s.k - 1) - 1;
+            return span < 0 ? 0 : span / s.stride + 1;
+        };
+        if (out_size(out_size(H, s1), s2) < 1 || out_size(out_size(W, s1), s2) < 1) continue;
+        std::uint64_t ts = seed * 7 + 100;
+        auto weights = [&](const ConvSpec& s, std::int64_t cin) {
+            const Tensor w = Tensor::rand({s.o, s.depthwise ? 1 : cin, s.k, s.k}, ts++, dt, -1.0, 1.0);
+            return std::pair{w, Tensor::rand({s.o}, ts++, dt, -1.0, 1.0)};
+        };
+        const auto [w1, b1] = weights(s1, C);
+        const auto [w2, b2] = weights(s2, s1.o);
+        const Tensor x = Tensor::rand({N, C, H, W}, ts++, dt, -1.0, 1.0);
+        auto apply = [](const Var& h, const ConvSpec& s, const Tensor& w, const Tensor& b, std::int64_t cin) {
+            return conv2d(h, w, s.bias ? Var(b) : Var(), {s.stride, s.stride}, {s.pad, s.pad}, {s.dil, s.dil},
+                          s.depthwise ? cin : 1);
+        };
+        const Graph g = trace("two_convs", {arg("x", dt, {N, C, H, W})}, [&](const std::vector<Var>& in) {
+            return std::vector<Var>{apply(apply(in[0], s1, w1, b1, C), s2, w2, b2, s1.o)};
+        });
+        const Graph bg = blocked(g);
+        INFO("seed " << seed << "\n" << bg.to_string({16}));
+        REQUIRE(count_op(*bg.impl(), ir::Op::conv2d_nchwc) == 2);
+        REQUIRE(count_op(*bg.impl(), ir::Op::conv2d) == 0);
+
+        auto ref_conv = [](const ref::RTensor& h, const ConvSpec& s, const Tensor& w, const Tensor& b, std::int64_t cin) {
+            return ref::conv2d(h, ref::from_kiln(w), s.bias ? std::optional(ref::from_kiln(b)) : std::nullopt,
+                               {s.stride, s.stride}, {s.pad, s.pad}, {s.dil, s.dil}, s.depthwise ? cin : 1);
+        };
+        const ref::RTensor want = ref_conv(ref_conv(ref::from_kiln(x), s1, w1, b1, C), s2, w2, b2, s1.o);
+        const Tensor got = ref::interp_engine().load(bg)({x}).at(0);
+        CHECK(ref::check_close(got, want, dt, ref::tol_for(dt, 4.0), "seed " + std::to_string(seed)));
+        ++ran;
+    }
+    CHECK(ran >= 16);
+}
+
+TEST_CASE("nchwc: the pass keeps every output of random conv chains (interpreter, NCHW against blocked)") {
+    Options o = ref::interp_options(), ob = o;
+    ob.nchwc = true;
+    int rewritten = 0;
+    for (std::uint64_t seed : diff::seeds(7500, 24)) {
+        const diff::Case c = diff::nchwc_case(seed);
+        const ir::Graph bg = passes::to_nchwc(*c.graph.impl());
+        const int convs = count_op(*c.graph.impl(), ir::Op::conv2d);
+        if (convs >= 2) {
+            CHECK(count_op(bg, ir::Op::conv2d_nchwc) == convs);
+            CHECK(count_op(bg, ir::Op::conv2d) == 0);
+            ++rewritten;
+        }
+        Function f = Engine(o).load(c.graph), fb = Engine(ob).load(c.graph);
+        for (const auto& call : c.calls) {
+            const std::vector<Tensor> want = f(call), got = fb(call);
+            REQUIRE(got.size() == want.size());
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                const std::string d = diff::compare(got[i], want[i], c.tol_scale);
+                CHECK_MESSAGE(d.empty(), "output " << i << ": " << d << "\n" << diff::describe(c));
+            }
+        }
+    }
+    CHECK(rewritten >= 12);
+}
+
+TEST_CASE("nchwc: a chain converts at its edges only") {
+    // A stem conv, an inverted residual block (1x1 expand, relu6, depthwise 3x3, relu6, 1x1
+    // project, residual add), squeeze-excite, a global pool and a linear head.
+    const Tensor w0 = Tensor::rand({24, 3, 3, 3}, 1, DType::f32, -0.5, 0.5), w1 = Tensor::rand({72, 24, 1, 1}, 2, DType::f32, -0.5, 0.5);
+    const Tensor w2 = Tensor::rand({72, 1, 3, 3}, 3, DType::f32, -0.5, 0.5), w3 = Tensor::rand({24, 72, 1, 1}, 4, DType::f32, -0.5, 0.5);
+    const Tensor s1 = Tensor::rand({6, 24, 1, 1}, 5, DType::f32, -0.5, 0.5), s2 = Tensor::rand({24, 6, 1, 1}, 6, DType::f32, -0.5, 0.5);
+    const Tensor fc = Tensor::rand({10, 24}, 7, DType::f32, -0.5, 0.5);
+    const Graph g = trace("block", {arg("x", DType::f32, {dyn("N"), 3, 16, 16})}, [&](const std::vector<Var>& in) {
+        Var h = relu(conv2d(in[0], w0, Var(), {2, 2}, {1, 1}));
+        Var e = clamp(conv2d(h, w1), 0.0, 6.0);
+        e = clamp(conv2d(e, w2, Var(), {1, 1}, {1, 1}, {1, 1}, 72), 0.0, 6.0);
+        h = conv2d(e, w3) + h;
+        Var s = sigmoid(conv2d(relu(conv2d(global_avg_pool2d(h), s1)), s2));
+        h = h * s;
+        return std::vector<Var>{linear(flatten(global_avg_pool2d(h), 1, 3), fc)};
+    });
+    const Graph bg = blocked(g);
+    const ir::Graph& b = *bg.impl();
+    INFO(bg.to_string({16}));
+    CHECK(count_op(b, ir::Op::conv2d_nchwc) == 6);
+    CHECK(count_op(b, ir::Op::permute) == 1);  // back to NCHW once, after the last pool
+    CHECK(count_op(b, ir::Op::pad) == 0);      // the stem reads the NCHW input as it is
+    for (const auto& nd : b.nodes)
+        if (nd.op == ir::Op::conv2d_nchwc)
+            CHECK(nd.attrs.i("blocked_input") == (b.nodes[static_cast<std::size_t>(nd.inputs[0])].op == ir::Op::input ? 0 : 1));
+    // And the engine option runs it: same outputs as NCHW.
+    Options ob = ref::interp_options();
+    ob.nchwc = true;
+    const Tensor x = Tensor::rand({2, 3, 16, 16}, 8, DType::f32, -1.0, 1.0);
+    const Tensor want = ref::interp_engine().load(g)({x}).at(0), got = Engine(ob).load(g)({x}).at(0);
+    CHECK(ref::max_rel_diff(got, want) < 1e-5);
+}
+
+TEST_CASE("nchwc: a graph with fewer than two convs is left as it is") {
+    const Tensor w = Tensor::rand({8, 3, 3, 3}, 1, DType::f32, -0.5, 0.5);
+    const Graph g = trace("one", {arg("x", DType::f32, {1, 3, 8, 8})}, [&](const std::vector<Var>& in) {
+        return std::vector<Var>{relu(conv2d(in[0], w))};
+    });
+    CHECK(blocked(g).structurally_equal(g));
+    // Nor are convs it cannot re-lay (a weight computed in the graph, groups of two channels).
+    const Graph g2 = trace("grouped", {arg("x", DType::f32, {1, 4, 8, 8}), arg("w", DType::f32, {4, 2, 3, 3})},
+                           [&](const std::vector<Var>& in) {
+                               const Tensor wg = Tensor::rand({4, 2, 3, 3}, 2, DType::f32, -0.5, 0.5);
+                               return std::vector<Var>{conv2d(conv2d(in[0], in[1], Var(), {1, 1}, {0, 0}, {1, 1}, 2), wg, Var(), {1, 1}, {0, 0}, {1, 1}, 2)};
+                           });
+    CHECK(blocked(g2).structurally_equal(g2));
+}
+
+TEST_CASE("nchwc: a malformed conv2d_nchwc is rejected naming the operand and the rule") {
+    const Tensor w = Tensor::rand({24, 3, 3, 3}, 1, DType::f32, -0.5, 0.5), w2 = Tensor::rand({16, 24, 1, 1}, 2, DType::f32, -0.5, 0.5);
+    const Graph g = trace("two", {arg("x", DType::f32, {1, 3, 8, 8})}, [&](const std::vector<Var>& in) {
+        return std::vector<Var>{conv2d(conv2d(in[0], w), w2)};
+    });
+    const std::string text = blocked(g).to_string();
+    REQUIRE(text.find("conv2d_nchwc") != std::string::npos);
+    auto rejects = [&](const std::string& from, const std::string& to, const std::string& says) {
+        std::string bad = text;
+        const auto at = bad.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, from);
+        bad.replace(at, from.size(), to);
+        try {
+            (void)Graph::parse(bad);
+            FAIL_CHECK("accepted: " << bad);
+        } catch (const Error& e) {
+            CHECK_MESSAGE(std::string(e.what()).find(says) != std::string::npos, e.what());
+        }
+    };
+    rejects("blocked_input=1", "blocked_input=0", "input must be NCHW (rank 4)");
+    rejects("blocked_input=0", "blocked_input=1", "input must be [N, Cb, H, W, B] (rank 5)");
+    rejects("depthwise=0", "depthwise=2", "blocked_input and depthwise must be 0 or 1");
+}
