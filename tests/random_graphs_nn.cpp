@@ -91,11 +91,13 @@ Case nchwc_case(std::uint64_t seed) {
             Var y = conv2d(h, rand({o, dw ? 1 : c, k, k}, -r, r), chance(rng, 3) ? Var() : Var(rand({o}, -0.5, 0.5)),
                            {stride, stride}, {pad, pad}, {dil, dil}, dw ? c : 1);
             const std::int64_t oh = (hh + 2 * pad - dil * (k - 1) - 1) / stride + 1, ow = (ww + 2 * pad - dil * (k - 1) - 1) / stride + 1;
-            switch (rng() % 5) {
+            // (clamps with bounds the values cross: tier 2 applies them in the conv kernel)
+            switch (rng() % 6) {
             case 0: break;
             case 1: y = relu(y); break;
-            case 2: y = clamp(y, 0.0, 6.0); break;
-            case 3: y = silu(y); break;
+            case 2: y = clamp(y, -0.3, 0.4); break;
+            case 3: y = minimum(maximum(y, Var(Tensor::full({}, 0.0, dt))), Var(Tensor::full({}, 0.5, dt))); break;
+            case 4: y = silu(y); break;
             default: y = y * rand({o, 1, 1}, 0.5, 1.5); break;
             }
             if (o == c && oh == hh && ow == ww && chance(rng, 2)) y = y + h;  // a residual

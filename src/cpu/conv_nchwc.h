@@ -20,6 +20,7 @@
 #include "src/cpu/gemm.h"
 
 #include <cstdint>
+#include <limits>
 
 namespace kiln::cpu {
 
@@ -29,6 +30,9 @@ struct NchwcGeometry {
     std::int64_t cin = 1;  // input channels read (depthwise: 1)
     std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
     bool blocked_input = true, depthwise = false;
+    // Each result clamped to [lo, hi] as it is stored (min(hi, max(lo, v)): a NaN stays NaN);
+    // -inf and inf: not at all.
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
 };
 
 // Output channel blocks [ob0, ob1) and output pixels [p0, p1) of one sample: x at the

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -34,6 +35,7 @@ struct NchwcArgs {
     std::int64_t ldb;  // elements from one block to the next in out
     std::int64_t ob0, p0;
     std::int64_t k;  // taps per output channel: cin * kh * kw (depthwise: kh * kw)
+    bool clamp;      // g->lo or g->hi is finite
 };
 
 // The accumulators' starting values: the bias of the blocks, or 0.
@@ -50,8 +52,15 @@ inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)
 }
 
 template <class S, int N, int Q>
-inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, const typename S::V (&acc)[N][Q]) {
+inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typename S::V (&acc)[N][Q]) {
     constexpr int VPB = NchwcShape<S>::VPB;
+    if (a.clamp) {
+        const typename S::V lo = S::set1(static_cast<float>(a.g->lo)), hi = S::set1(static_cast<float>(a.g->hi));
+#pragma GCC unroll 16
+        for (int r = 0; r < N; ++r)
+#pragma GCC unroll 4
+            for (int q = 0; q < Q; ++q) acc[r][q] = S::clamp(acc[r][q], lo, hi);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < N; ++r)
 #pragma GCC unroll 4
@@ -59,35 +68,51 @@ inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, con
             S::store(a.out + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W, acc[r][q]);
 }
 
-// Dense: N output pixels from (y, x0) on (consecutive x; for a 1x1 conv of stride 1 without
-// padding y = 0 and x0 = p, the image read as one row), output pixel p onwards, blocks
+// How a dense run finds its pixels' inputs: kGeneric, `sw` apart; kUnitStride, consecutive
+// (stride 1 along the row); kPointwise, a 1x1 conv of stride 1 without padding, the image
+// read as one row (y = 0, x0 = p) and the channels walked block by block.
+enum NchwcMode : int { kGeneric, kUnitStride, kPointwise };
+
+// Dense: N output pixels from (y, x0) on (consecutive x), output pixel p onwards, blocks
 // [ob, ob + NB), every tap inside the image.
-template <class S, int N, int NB, bool BLK>
+template <class S, int N, int NB, bool BLK, int MODE>
 void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
     const NchwcGeometry& g = *a.g;
     constexpr std::int64_t E = BLK ? kNchwcLanes : 1;  // elements per input pixel of a channel's block
-    const std::int64_t plane = g.h * g.w, ps = g.sw * E, wstride = a.k * kNchwcLanes;
+    const std::int64_t plane = g.h * g.w, ps = MODE == kGeneric ? g.sw * E : E, wstride = a.k * kNchwcLanes;
     V acc[N][Q];
     nchwc_init<S>(a, ob, acc);
-    const float* wb = a.w + ob * wstride;
-    for (std::int64_t c = 0; c < g.cin; ++c) {
-        const float* xc = BLK ? a.x + (c / kNchwcLanes) * plane * kNchwcLanes + c % kNchwcLanes : a.x + c * plane;
-        for (std::int64_t i = 0; i < g.kh; ++i) {
-            const float* xr = xc + (y * g.sh - g.ph + i * g.dh) * g.w * E;
-            for (std::int64_t j = 0; j < g.kw; ++j) {
-                const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * E;
-                const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
-                V wv[Q];
+    const float* wk = a.w + ob * wstride;  // walks the taps in order: (c, i, j)
+    auto tap = [&](const float* xp) {
+        V wv[Q];
 #pragma GCC unroll 4
-                for (int q = 0; q < Q; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
+        for (int q = 0; q < Q; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
 #pragma GCC unroll 16
-                for (int r = 0; r < N; ++r) {
-                    const V xv = S::bcast(xp + r * ps);
+        for (int r = 0; r < N; ++r) {
+            const V xv = S::bcast(xp + r * ps);
 #pragma GCC unroll 4
-                    for (int q = 0; q < Q; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
-                }
+            for (int q = 0; q < Q; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
+        }
+        wk += kNchwcLanes;
+    };
+    if constexpr (MODE == kPointwise) {
+        if constexpr (BLK) {
+            for (std::int64_t c0 = 0; c0 < g.cin; c0 += kNchwcLanes) {
+                const float* xb = a.x + ((c0 / kNchwcLanes) * plane + x0) * kNchwcLanes;
+                const std::int64_t n = std::min<std::int64_t>(kNchwcLanes, g.cin - c0);
+                for (std::int64_t l = 0; l < n; ++l) tap(xb + l);
+            }
+        } else {
+            for (std::int64_t c = 0; c < g.cin; ++c) tap(a.x + c * plane + x0);
+        }
+    } else {
+        for (std::int64_t c = 0; c < g.cin; ++c) {
+            const float* xc = BLK ? a.x + (c / kNchwcLanes) * plane * kNchwcLanes + c % kNchwcLanes : a.x + c * plane;
+            for (std::int64_t i = 0; i < g.kh; ++i) {
+                const float* xr = xc + ((y * g.sh - g.ph + i * g.dh) * g.w + x0 * g.sw - g.pw) * E;
+                for (std::int64_t j = 0; j < g.kw; ++j) tap(xr + j * g.dw * E);
             }
         }
     }
@@ -178,9 +203,9 @@ void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::in
 using NchwcRunFn = void (*)(const NchwcArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 
 // Runs of 1 .. R pixels: table[n] for n in [1, R].
-template <class S, int NB, bool BLK, std::size_t... I>
+template <class S, int NB, bool BLK, int MODE, std::size_t... I>
 constexpr auto nchwc_dense_runs(std::index_sequence<I...>) {
-    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK>...};
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE>...};
 }
 template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
@@ -216,24 +241,31 @@ template <class S>
 void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const float* bias, float* out, std::int64_t ldb,
                 std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) {
     using Shape = NchwcShape<S>;
-    const NchwcArgs a{&g, x, w, bias, out, ldb, ob0, p0, (g.depthwise ? 1 : g.cin) * g.kh * g.kw};
+    const bool clamp = g.lo > -std::numeric_limits<double>::infinity() || g.hi < std::numeric_limits<double>::infinity();
+    const NchwcArgs a{&g, x, w, bias, out, ldb, ob0, p0, (g.depthwise ? 1 : g.cin) * g.kh * g.kw, clamp};
     if (g.depthwise) {
         static constexpr auto runs = nchwc_dw_runs<S>(std::make_index_sequence<Shape::DR>{});
         for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, runs.data(), &nchwc_dw_pixel<S>, false);
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-    auto blocks = [&](auto blk) {
+    auto blocks = [&](auto blk, auto mode) {
         constexpr bool B = decltype(blk)::value;
-        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B>(std::make_index_sequence<Shape::R>{});
-        static constexpr auto one = nchwc_dense_runs<S, 1, B>(std::make_index_sequence<Shape::R>{});
+        constexpr int M = decltype(mode)::value;
+        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B, M>(std::make_index_sequence<Shape::R>{});
+        static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(std::make_index_sequence<Shape::R>{});
         std::int64_t ob = ob0;
         for (; ob + Shape::NB <= ob1; ob += Shape::NB)
             nchwc_pixels<Shape::R>(a, ob, p0, p1, wide.data(), &nchwc_dense_pixel<S, Shape::NB, B>, linear);
         for (; ob < ob1; ++ob) nchwc_pixels<Shape::R>(a, ob, p0, p1, one.data(), &nchwc_dense_pixel<S, 1, B>, linear);
     };
-    if (g.blocked_input) blocks(std::true_type{});
-    else blocks(std::false_type{});
+    auto modes = [&](auto blk) {
+        if (linear) blocks(blk, std::integral_constant<int, kPointwise>{});
+        else if (g.sw == 1) blocks(blk, std::integral_constant<int, kUnitStride>{});
+        else blocks(blk, std::integral_constant<int, kGeneric>{});
+    };
+    if (g.blocked_input) modes(std::true_type{});
+    else modes(std::false_type{});
 }
 
 }  // namespace kiln::cpu::simd

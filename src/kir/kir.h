@@ -229,9 +229,11 @@ struct MatmulHint {
 // `x` is the conv's input buffer, at element offset `x_offset` (of batch_var) for the
 // sample; `w` the weight [blocks, cin, kh, kw, 16]. h, w_in, oh, ow are the input's and
 // output's spatial dims; `depth` = cin * kh * kw (depthwise: kh * kw), the multiply-adds per
-// output element.
+// output element. `out` is the group's output buffer ([N, blocks, oh, ow, 16]) and `bias`
+// the conv's bias buffer ([blocks, 16], read as b[block * 16 + lane]) or -1, for a backend
+// that recognises an epilogue that only adds the bias and stores.
 struct NchwcConv {
-    int x = -1, w = -1;
+    int x = -1, w = -1, out = -1, bias = -1;
     ExprRef x_offset, batch, blocks, npix, depth;
     ExprRef h, w_in, oh, ow;
     std::int64_t cin = 1, kh = 1, kw = 1, stride[2] = {1, 1}, pad[2] = {0, 0}, dilation[2] = {1, 1};

@@ -130,6 +130,8 @@ void lower_conv_nchwc(Lowering& L) {
     NchwcConv h;
     h.x = xbuf;
     h.w = wbuf;
+    h.out = L.output_buffer(out);
+    if (cn.inputs.size() == 3) h.bias = L.input_buffer(cn.inputs[2], "a conv operand");
     h.x_offset = sample;
     h.batch = N;
     h.blocks = Ob;

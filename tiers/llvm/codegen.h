@@ -132,14 +132,15 @@ float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, 
                     std::int64_t ldo) noexcept;
 
 // The ahead-of-time blocked-layout convolution (src/cpu/conv_nchwc.h) that conv2d_nchwc code
-// calls (bound in every kernel's JITDylib): the raw convolution (no bias) of channel blocks
+// calls (bound in every kernel's JITDylib): the convolution of channel blocks
 // [ob0, ob1) and pixels [p0, p1) of the sample at x into out (block ob's pixel p at
-// out + (ob - ob0) * ldb + (p - p0) * 16), with the kernels' instruction set. `geo` holds 14
-// int64: cin, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input,
-// 2: depthwise).
+// out + (ob - ob0) * ldb + (p - p0) * 16), from the bias (null: 0), clamped to [lo, hi]
+// (-inf, inf: not at all), with the kernels' instruction set. `geo` holds 14 int64: cin, h,
+// w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input, 2: depthwise).
 inline constexpr const char* kConvNchwcF32Symbol = "kiln_rt_conv_nchwc_f32";
-void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t ldb,
-                    std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) noexcept;
+void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, float* out,
+                    std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,
+                    double hi) noexcept;
 
 // Returns whether the code reads the kernel's derived buffers (kir::Derived). Throws
 // CodegenError (only from Kiln's own code: no LLVM callback is involved).

@@ -1,14 +1,21 @@
 // The code of a conv2d_nchwc kernel with a kir::NchwcConv (codegen.h, emit_nchwc): per
-// outer index (a sample, a range of channel blocks, a range of pixels), chunks of
-// kChunkPixels pixels: src/cpu's blocked-layout kernel (cpu/conv_nchwc.h, through
-// kConvNchwcF32Symbol) writes the raw convolution of every block of the range into a stack
-// tile [blocks][kChunkPixels][16], and the epilogue (bias, the fused chain, the store) runs
-// over it pixel by pixel, vectorised along the 16 lanes of a block, which are consecutive in
-// every operand of the blocked layout.
+// outer index (a sample, a range of channel blocks, a range of pixels) src/cpu's
+// blocked-layout kernel (cpu/conv_nchwc.h, through kConvNchwcF32Symbol) computes the
+// convolution. Where the epilogue only adds the bias, clamps to constant bounds (relu6) and
+// stores, the kernel does that itself, into the output, in one call. Otherwise, chunks of
+// kChunkPixels pixels: the kernel writes the raw convolution of every block of the range into
+// a stack tile [blocks][kChunkPixels][16], and the epilogue (bias, the fused chain, the store)
+// runs over it pixel by pixel, vectorised along the 16 lanes of a block, which are
+// consecutive in every operand of the blocked layout.
 #include "tiers/llvm/ir_loops.h"
+
+#include "tiers/kir_forms.h"
 
 #include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
+
+#include <limits>
+#include <optional>
 
 namespace kiln::tiers::llvm_tier {
 namespace {
@@ -22,7 +29,43 @@ constexpr int kGeoFields = 14;
 class NchwcGen : IrLoops {
 public:
     NchwcGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
-        : IrLoops(em.builder(), em.function()), h_(*k.nchwc), em_(em), width_(target.prefer_512 ? 16 : 8) {}
+        : IrLoops(em.builder(), em.function()), h_(*k.nchwc), kern_(k), em_(em), width_(target.prefer_512 ? 16 : 8) {}
+
+    // An epilogue the kernel applies itself: one store to the output of acc, or acc plus the
+    // bias (b[block * 16 + lane], either order), then at most a constant clamp.
+    struct Direct {
+        const kir::Stmt* store = nullptr;
+        bool bias = false;
+        double lo = 0, hi = 0;
+    };
+    std::optional<Direct> direct() const {
+        if (h_.epilogue.size() != 1 || h_.out < 0) return std::nullopt;
+        const kir::Stmt& st = *h_.epilogue.front();
+        if (st.kind != kir::StmtKind::Store || st.buffer != h_.out || !st.index || !st.value ||
+            kern_.buffers[static_cast<std::size_t>(h_.out)].dtype != DType::f32)
+            return std::nullopt;
+        auto is = [](const kir::Expr& e, kir::ExprKind k, int id) { return e.kind == k && e.id == id; };
+        auto is_acc = [&](const kir::Expr& e) { return is(e, kir::ExprKind::Temp, h_.acc_temp); };
+        auto either = [](const kir::Expr& e, kir::BinaryOp op, auto&& first, auto&& second) {
+            return e.kind == kir::ExprKind::Binary && e.bop == op &&
+                   ((first(*e.args[0]) && second(*e.args[1])) || (first(*e.args[1]) && second(*e.args[0])));
+        };
+        auto is_lanes = [&](const kir::Expr& e) {  // block * 16 + lane
+            auto block16 = [&](const kir::Expr& m) {
+                return either(m, kir::BinaryOp::mul, [&](const kir::Expr& v) { return is(v, kir::ExprKind::Var, h_.block_var); },
+                              [](const kir::Expr& c) { return c.kind == kir::ExprKind::Const && c.i == kLanes; });
+            };
+            return either(e, kir::BinaryOp::add, block16, [&](const kir::Expr& v) { return is(v, kir::ExprKind::Var, h_.lane_var); });
+        };
+        auto is_bias = [&](const kir::Expr& e) { return h_.bias >= 0 && is(e, kir::ExprKind::Load, h_.bias) && is_lanes(*e.args[0]); };
+        Direct d;
+        d.store = &st;
+        const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
+        if (is_acc(*v)) return d;
+        if (!either(*v, kir::BinaryOp::add, is_acc, is_bias)) return std::nullopt;
+        d.bias = true;
+        return d;
+    }
 
     void run(Value* begin, Value* end) {
         llvm::Type* f32 = b_.getFloatTy();
@@ -50,9 +93,14 @@ public:
 
         llvm::Module& mod = *fn_->getParent();
         auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
+        llvm::Type* f64t = b_.getDoubleTy();
         llvm::FunctionCallee kernel = mod.getOrInsertFunction(
-            kConvNchwcF32Symbol,
-            llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t, i64t, i64t}, false));
+            kConvNchwcF32Symbol, llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t,
+                                                                          i64t, i64t, f64t, f64t},
+                                                         false));
+        auto* none = llvm::ConstantPointerNull::get(ptr_t);
+        const double inf = std::numeric_limits<double>::infinity();
+        const std::optional<Direct> d = direct();
 
         loop(begin, end, i64(1), "nchwc.outer", [&](Value* outer) {
             Value* sample = b_.CreateSDiv(outer, per_sample);
@@ -62,9 +110,20 @@ public:
             Value* pb = smin(b_.CreateAdd(pa, i64(h_.col_block)), npix);
             em_.bind_var(h_.batch_var, sample);
             Value* xs = b_.CreateInBoundsGEP(f32, x, em_.index(h_.x_offset));
+            if (d) {  // into the output: block ob0's pixel pa at the store's index there (lane 0)
+                em_.bind_var(h_.block_var, ob0);
+                em_.bind_var(h_.col_var, pa);
+                em_.bind_var(h_.lane_var, i64(0));
+                Value* at = b_.CreateInBoundsGEP(f32, em_.buffer_ptr(h_.out), em_.index(d->store->index));
+                b_.CreateCall(kernel, {geo, xs, w, d->bias ? em_.buffer_ptr(h_.bias) : none, at,
+                                       b_.CreateMul(npix, i64(kLanes)), ob0, ob1, pa, pb,
+                                       llvm::ConstantFP::get(f64t, d->lo), llvm::ConstantFP::get(f64t, d->hi)});
+                return;
+            }
             loop(pa, pb, i64(kChunkPixels), "nchwc.chunk", [&](Value* pc) {
                 Value* pe = smin(b_.CreateAdd(pc, i64(kChunkPixels)), pb);
-                b_.CreateCall(kernel, {geo, xs, w, tile, i64(ldb), ob0, ob1, pc, pe});
+                b_.CreateCall(kernel, {geo, xs, w, none, tile, i64(ldb), ob0, ob1, pc, pe, llvm::ConstantFP::get(f64t, -inf),
+                                       llvm::ConstantFP::get(f64t, inf)});
                 Value* np = b_.CreateSub(pe, pc);
                 loop(ob0, ob1, i64(1), "nchwc.ob", [&](Value* ob) {
                     em_.bind_var(h_.block_var, ob);
@@ -88,6 +147,7 @@ public:
 
 private:
     const kir::NchwcConv& h_;
+    const kir::Kernel& kern_;
     KernelEmitter& em_;
     const int width_;  // f32 lanes of the target's vectors
 };
@@ -102,14 +162,17 @@ void emit_nchwc(const kir::Kernel& kernel, const CodegenTarget& target, KernelEm
     NchwcGen(kernel, target, em).run(begin, end);
 }
 
-void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, float* out, std::int64_t ldb,
-                    std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) noexcept {
+void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, float* out,
+                    std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,
+                    double hi) noexcept {
     cpu::NchwcGeometry g;
     g.cin = geo[0], g.h = geo[1], g.w = geo[2], g.oh = geo[3], g.ow = geo[4], g.kh = geo[5], g.kw = geo[6];
     g.sh = geo[7], g.sw = geo[8], g.ph = geo[9], g.pw = geo[10], g.dh = geo[11], g.dw = geo[12];
     g.blocked_input = (geo[13] & 1) != 0;
     g.depthwise = (geo[13] & 2) != 0;
-    cpu::conv_nchwc_f32(cpu::kernel_cpu_isa(), g, x, w, nullptr, out, ldb, ob0, ob1, p0, p1);
+    g.lo = lo;
+    g.hi = hi;
+    cpu::conv_nchwc_f32(cpu::kernel_cpu_isa(), g, x, w, bias, out, ldb, ob0, ob1, p0, p1);
 }
 
 }  // namespace kiln::tiers::llvm_tier
