@@ -176,6 +176,41 @@ void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int6
     nchwc_store<S>(a, ob, p, acc);
 }
 
+// Depthwise with a filter row of KW taps at column stride SW (dilation 1): N output pixels
+// from (y, x0) on, block ob, every tap inside the image. Each input vector of a filter row is
+// loaded once and feeds every output pixel whose window covers it ((N - 1) SW + KW loads per
+// row instead of N KW), the row's KW weight vectors held in registers.
+template <class S, int N, int KW, int SW>
+void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
+    using V = typename S::V;
+    constexpr int VPB = NchwcShape<S>::VPB, T = (N - 1) * SW + KW;
+    const NchwcGeometry& g = *a.g;
+    V acc[N][VPB];
+    nchwc_init<S>(a, ob, acc);
+    const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
+    const float* wb = a.w + ob * a.k * kNchwcLanes;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+        const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + x0 * SW - g.pw) * kNchwcLanes;
+        const float* wr = wb + i * KW * kNchwcLanes;
+        V wv[KW][VPB];
+#pragma GCC unroll 8
+        for (int j = 0; j < KW; ++j)
+#pragma GCC unroll 4
+            for (int v = 0; v < VPB; ++v) wv[j][v] = S::load(wr + j * kNchwcLanes + v * S::W);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+            for (int v = 0; v < VPB; ++v) {
+                const V xv = S::load(xr + t * kNchwcLanes + v * S::W);
+#pragma GCC unroll 8
+                for (int j = 0; j < KW; ++j)
+                    if ((t - j) % SW == 0 && t - j >= 0 && (t - j) / SW < N)
+                        acc[(t - j) / SW][v] = S::fma(xv, wv[j][v], acc[(t - j) / SW][v]);
+            }
+    }
+    nchwc_store<S>(a, ob, p, acc);
+}
+
 template <class S>
 void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x, std::int64_t p) {
     using V = typename S::V;
@@ -211,6 +246,10 @@ template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
     return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_run<S, int(I) + 1>...};
 }
+template <class S, int KW, int SW, std::size_t... I>
+constexpr auto nchwc_dw_row_runs(std::index_sequence<I...>) {
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_row_run<S, int(I) + 1, KW, SW>...};
+}
 
 // Output pixels [p0, p1) of blocks [ob, ob + nb) with the runs in `runs` (runs[n]: n pixels,
 // n <= R) and `pixel` for the pixels whose taps leave the image.
@@ -244,8 +283,14 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
     const bool clamp = g.lo > -std::numeric_limits<double>::infinity() || g.hi < std::numeric_limits<double>::infinity();
     const NchwcArgs a{&g, x, w, bias, out, ldb, ob0, p0, (g.depthwise ? 1 : g.cin) * g.kh * g.kw, clamp};
     if (g.depthwise) {
-        static constexpr auto runs = nchwc_dw_runs<S>(std::make_index_sequence<Shape::DR>{});
-        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, runs.data(), &nchwc_dw_pixel<S>, false);
+        using Seq = std::make_index_sequence<Shape::DR>;
+        static constexpr auto runs = nchwc_dw_runs<S>(Seq{});
+        static constexpr auto k3s1 = nchwc_dw_row_runs<S, 3, 1>(Seq{}), k3s2 = nchwc_dw_row_runs<S, 3, 2>(Seq{});
+        static constexpr auto k5s1 = nchwc_dw_row_runs<S, 5, 1>(Seq{}), k5s2 = nchwc_dw_row_runs<S, 5, 2>(Seq{});
+        const NchwcRunFn* r = runs.data();
+        if (g.dw == 1 && (g.kw == 3 || g.kw == 5) && (g.sw == 1 || g.sw == 2))
+            r = g.kw == 3 ? (g.sw == 1 ? k3s1.data() : k3s2.data()) : (g.sw == 1 ? k5s1.data() : k5s2.data());
+        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, r, &nchwc_dw_pixel<S>, false);
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
