@@ -81,7 +81,7 @@ std::string shapes_str(const std::vector<Tensor>& in) {
 Result run(const Case& c, int tier) {
     Result r;
     Options oi = interpreter_options(), ot = forced_tier_options(tier);
-    oi.nchwc = ot.nchwc = c.nchwc;
+    oi.nchwc = ot.nchwc = c.nchwc ? "1" : "0";
     Function fi = Engine(oi).load(c.graph);
     Function ft = Engine(ot).load(c.graph);
     if (tier == 2) {

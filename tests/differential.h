@@ -25,7 +25,7 @@ struct Case {
     Graph graph;
     std::vector<std::vector<Tensor>> calls;
     double tol_scale = 1.0;  // multiplies the tolerance of every output
-    bool nchwc = false;      // both engines run with Options::nchwc (KILN_NCHWC=1)
+    bool nchwc = false;      // both engines run with KILN_NCHWC=1 (Options::nchwc), else 0
 };
 
 struct Result {

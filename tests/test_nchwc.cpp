@@ -93,7 +93,7 @@ TEST_CASE("nchwc: conv2d_nchwc on the interpreter matches the double-precision r
 
 TEST_CASE("nchwc: the pass keeps every output of random conv chains (interpreter, NCHW against blocked)") {
     Options o = ref::interp_options(), ob = o;
-    ob.nchwc = true;
+    ob.nchwc = "1";
     int rewritten = 0;
     for (std::uint64_t seed : diff::seeds(7500, 24)) {
         const diff::Case c = diff::nchwc_case(seed);
@@ -137,17 +137,49 @@ TEST_CASE("nchwc: a chain converts at its edges only") {
     const ir::Graph& b = *bg.impl();
     INFO(bg.to_string({16}));
     CHECK(count_op(b, ir::Op::conv2d_nchwc) == 6);
-    CHECK(count_op(b, ir::Op::permute) == 1);  // back to NCHW once, after the last pool
+    int to_nchw = 0;  // reshapes of a permuted blocked value into NCHW
+    for (const auto& nd : b.nodes)
+        to_nchw += nd.op == ir::Op::reshape && nd.type.rank() == 4 &&
+                   b.nodes[static_cast<std::size_t>(nd.inputs[0])].op == ir::Op::permute;
+    CHECK(to_nchw == 1);  // back to NCHW once, after the last pool
     CHECK(count_op(b, ir::Op::pad) == 0);      // the stem reads the NCHW input as it is
     for (const auto& nd : b.nodes)
         if (nd.op == ir::Op::conv2d_nchwc)
             CHECK(nd.attrs.i("blocked_input") == (b.nodes[static_cast<std::size_t>(nd.inputs[0])].op == ir::Op::input ? 0 : 1));
     // And the engine option runs it: same outputs as NCHW.
     Options ob = ref::interp_options();
-    ob.nchwc = true;
+    ob.nchwc = "1";
     const Tensor x = Tensor::rand({2, 3, 16, 16}, 8, DType::f32, -1.0, 1.0);
     const Tensor want = ref::interp_engine().load(g)({x}).at(0), got = Engine(ob).load(g)({x}).at(0);
     CHECK(ref::max_rel_diff(got, want) < 1e-5);
+}
+
+TEST_CASE("nchwc: KILN_NCHWC=auto blocks depthwise-separable chains only") {
+    using passes::NchwcMode;
+    auto graph = [](bool depthwise, bool squeeze_excite) {
+        const Tensor w0 = Tensor::rand({16, 3, 3, 3}, 1, DType::f32, -0.5, 0.5), w1 = Tensor::rand({16, 1, 3, 3}, 2, DType::f32, -0.5, 0.5);
+        const Tensor w2 = Tensor::rand({16, 16, 3, 3}, 3, DType::f32, -0.5, 0.5), w3 = Tensor::rand({16, 16, 1, 1}, 4, DType::f32, -0.5, 0.5);
+        return trace("g", {arg("x", DType::f32, {1, 3, 16, 16})}, [&](const std::vector<Var>& in) {
+            Var h = relu(conv2d(in[0], w0, Var(), {1, 1}, {1, 1}));
+            for (int i = 0; i < 2; ++i)
+                h = depthwise ? relu(conv2d(h, w1, Var(), {1, 1}, {1, 1}, {1, 1}, 16)) : relu(conv2d(h, w2, Var(), {1, 1}, {1, 1}));
+            if (squeeze_excite) h = h * sigmoid(conv2d(global_avg_pool2d(h), w3));
+            return std::vector<Var>{h};
+        });
+    };
+    CHECK(passes::nchwc_applies(*graph(true, false).impl(), NchwcMode::where_it_pays));
+    CHECK_FALSE(passes::nchwc_applies(*graph(false, false).impl(), NchwcMode::where_it_pays));  // dense 3x3 convs
+    CHECK_FALSE(passes::nchwc_applies(*graph(true, true).impl(), NchwcMode::where_it_pays));   // squeeze-excite
+    CHECK(passes::nchwc_applies(*graph(false, true).impl(), NchwcMode::all));
+    CHECK_FALSE(passes::nchwc_applies(*graph(true, false).impl(), NchwcMode::off));
+    // The engine's default is auto: the depthwise chain runs blocked.
+    Function f = Engine(ref::interp_options()).load(graph(true, false));
+    const Tensor x = Tensor::rand({1, 3, 16, 16}, 9, DType::f32, -1.0, 1.0);
+    Options o0 = ref::interp_options();
+    o0.nchwc = "0";
+    CHECK(ref::max_rel_diff(f({x}).at(0), Engine(o0).load(graph(true, false))({x}).at(0)) < 1e-5);
+    o0.nchwc = "yes";
+    CHECK_THROWS_AS(o0.validate(), Error);
 }
 
 TEST_CASE("nchwc: a graph with fewer than two convs is left as it is") {

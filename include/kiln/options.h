@@ -20,9 +20,10 @@ struct Options {
     bool async_compile = true;               // KILN_ASYNC_COMPILE: 0 = compile on the calling thread
     std::int64_t compile_threads = 1;        // KILN_COMPILE_THREADS
     std::string device = "auto";             // KILN_DEVICE: auto, cpu, cuda, hip
-    // KILN_NCHWC: 1 = chains of convolutions run in the blocked channel layout (NCHWc, 16
-    // channels a block), converted at the chains' edges; 0 (the default) = as loaded (NCHW).
-    bool nchwc = false;
+    // KILN_NCHWC: chains of convolutions in the blocked channel layout (NCHWc, 16 channels a
+    // block), converted at the chains' edges: `auto` where it pays (src/passes/nchwc.h), `1`
+    // every chain, `0` never (as loaded: NCHW).
+    std::string nchwc = "auto";
     std::int64_t num_threads = 0;            // KILN_NUM_THREADS: 0 = all cores
     std::string cache_dir;                   // KILN_CACHE_DIR: empty = no persistent cache
     std::int64_t code_cache_bytes = 256 << 20;  // KILN_CODE_CACHE_BYTES: LRU bound on compiled code; 0 = none

@@ -234,7 +234,7 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.compile_threads = static_cast<std::size_t>(o.compile_threads);
     s.code_cache_bytes = static_cast<std::size_t>(o.code_cache_bytes);
     s.cache_dir = o.cache_dir;
-    s.pipeline.nchwc = o.nchwc;
+    s.pipeline.nchwc = o.nchwc == "1" ? passes::NchwcMode::all : o.nchwc == "0" ? passes::NchwcMode::off : passes::NchwcMode::where_it_pays;
     s.pipeline.dump_graph = o.dumps("graph");
     s.pipeline.dump_groups = o.dumps("groups");
     s.pipeline.dump_kir = o.dumps("kir");

@@ -92,6 +92,7 @@ void Options::validate() const {
     check_min("KILN_GPU_MEMORY_BYTES", gpu_memory_bytes, 0,
               "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
     if (tierup != "time" && tierup != "count") bad("KILN_TIERUP", tierup, "time or count");
+    if (nchwc != "auto" && nchwc != "0" && nchwc != "1") bad("KILN_NCHWC", nchwc, "auto, 0 or 1");
     if (std::find(kDevices.begin(), kDevices.end(), device) == kDevices.end())
         bad("KILN_DEVICE", device, "auto, cpu, cuda or hip");
     if (!support::is_log_level(log_level)) bad("KILN_LOG", log_level, "off, error, warn, info, debug or trace");

@@ -3,7 +3,6 @@
 #include "src/ir/printer.h"
 #include "src/ir/verifier.h"
 #include "src/kir/lower.h"
-#include "src/passes/nchwc.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_source.h"
@@ -126,7 +125,7 @@ std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph
     x->graph = std::move(graph);
     StepTimer step(x->steps);
     step("verify", [&] { ir::verify(*x->graph); });
-    if (s.nchwc)
+    if (s.nchwc != passes::NchwcMode::off && passes::nchwc_applies(*x->graph, s.nchwc))
         step("nchwc", [&] {
             auto blocked = std::make_shared<const ir::Graph>(passes::to_nchwc(*x->graph));
             ir::verify(*blocked);

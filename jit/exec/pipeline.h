@@ -2,7 +2,7 @@
 // The pipeline of one function, graph -> executable plan, in one function (lower_function):
 //
 //   verify     the graph IR holds its invariants (src/ir/verifier.h)
-//   nchwc      with KILN_NCHWC=1, chains of convolutions in the blocked channel layout
+//   nchwc      chains of convolutions in the blocked channel layout, as KILN_NCHWC says
 //              (src/passes/nchwc.h; the graph is verified again)
 //   partition  fusion groups (src/passes/fuse.h)
 //   lower      each group to kernel IR, and verify it (src/kir/lower.h); a group that does not
@@ -20,6 +20,7 @@
 #include "jit/exec/memory_plan.h"
 #include "src/ir/ir.h"
 #include "src/passes/fuse.h"
+#include "src/passes/nchwc.h"
 
 #include <cstdint>
 #include <memory>
@@ -34,7 +35,9 @@ using Place = tiers::Place;
 
 // What lower_function writes besides the executable (KILN_DUMP, KILN_DUMP_DIR).
 struct PipelineSettings {
-    bool nchwc = false;        // KILN_NCHWC: the blocked channel layout pass (src/passes/nchwc.h)
+    // KILN_NCHWC: the blocked channel layout pass (src/passes/nchwc.h). Off by default here
+    // (tests and benchmarks get the graph as built); Engine passes KILN_NCHWC's choice.
+    passes::NchwcMode nchwc = passes::NchwcMode::off;
     bool dump_graph = false;   // <name>.graph.txt: the graph IR
     bool dump_groups = false;  // <name>.groups.txt: the partition
     bool dump_kir = false;     // <name>.kir.txt: each group's kernel IR, or why it has none

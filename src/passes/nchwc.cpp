@@ -220,18 +220,21 @@ private:
         return true;
     }
 
+    // global_avg_pool2d of a blocked value: the mean over its two spatial axes, [N, Cb, 1, 1, B].
+    void pool(ValueId v) {
+        const Node& n = old(v);
+        ir::Attrs a;
+        a.set("axes", std::vector<std::int64_t>{2, 3}).set("keepdim", std::int64_t{1});
+        blk_[ix(v)] = add(Op::mean, {blk_[ix(n.inputs[0])]}, std::move(a), blocked_type(n.type));
+    }
+
     void visit(ValueId v) {
         const Node& n = old(v);
         if (n.op == Op::input || n.op == Op::constant) return;
         if (n.op == Op::conv2d && convertible(g_, n)) return conv(v);
         if (ir::is_elementwise(n.op) && elementwise(v)) return;
         if (n.op == Op::concat && concat(v)) return;
-        if (n.op == Op::global_avg_pool2d && blk_[ix(n.inputs[0])] != kNone) {
-            ir::Attrs a;
-            a.set("axes", std::vector<std::int64_t>{2, 3}).set("keepdim", std::int64_t{1});
-            blk_[ix(v)] = add(Op::mean, {blk_[ix(n.inputs[0])]}, std::move(a), blocked_type(n.type));
-            return;
-        }
+        if (n.op == Op::global_avg_pool2d && blk_[ix(n.inputs[0])] != kNone) return pool(v);
         Node copy = n;
         for (ValueId& u : copy.inputs) u = nchw(u);
         nchw_[ix(v)] = add(std::move(copy));
@@ -239,6 +242,20 @@ private:
 };
 
 }  // namespace
+
+bool nchwc_applies(const ir::Graph& g, NchwcMode mode) {
+    if (mode == NchwcMode::off) return false;
+    int convs = 0, depthwise = 0;
+    bool squeeze_excite = false;
+    for (const Node& n : g.nodes) {
+        if (!convertible(g, n)) continue;
+        ++convs;
+        depthwise += n.attrs.i("groups") != 1;
+        squeeze_excite = squeeze_excite || g.nodes[ix(n.inputs[0])].op == Op::global_avg_pool2d;
+    }
+    if (convs < 2) return false;
+    return mode == NchwcMode::all || (depthwise >= 2 && !squeeze_excite);
+}
 
 ir::Graph to_nchwc(const ir::Graph& g, std::int64_t block) {
     KILN_CHECK(block >= 1, "nchwc: block " << block);
