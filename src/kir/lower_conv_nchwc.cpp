@@ -59,8 +59,15 @@ void lower_conv_nchwc(Lowering& L) {
     const ExprRef npix = imul(OH, OW), KHW = imul(KH, KW), K = dw ? KHW : imul(CG, KHW);
     std::int64_t b_c = 0;
     if (!const_value(B, &b_c) || b_c < 1) throw Unsupported{"conv2d_nchwc block"};
-    const std::int64_t row_block = balanced_block(Ob, std::max<std::int64_t>(limits::conv_row_block / b_c, 1), 1);
-    const std::int64_t col_block = balanced_block(npix, limits::conv_col_block, 16);
+    // Outer indices of whole pairs of channel blocks (the AVX-512 kernel's tiles are two
+    // blocks wide) up to conv_row_block channels, and of pixels as lower_conv.cpp cuts them:
+    // an image of one block of channels and one of pixels is two outer indices, so that a
+    // second thread can share it (mobilenet_v2's 14 x 14 and 28 x 28 layers at batch 1).
+    const std::int64_t row_cap = std::max<std::int64_t>(limits::conv_row_block / b_c / 2 * 2, 2);
+    const std::int64_t row_block = balanced_block(Ob, row_cap, 2);
+    std::int64_t col_block = balanced_block(npix, limits::conv_col_block, 16);
+    std::int64_t ob_c = 0;
+    if (const_value(Ob, &ob_c) && ob_c <= row_block) col_block = two_blocks_if_one(npix, col_block, 16);
     const ExprRef rblocks = ceil_div(Ob, row_block), cblocks = ceil_div(npix, col_block);
 
     const int vb = L.new_var(), vo = L.new_var(), vj = L.new_var(), vl = L.new_var(), vk = L.new_var();
