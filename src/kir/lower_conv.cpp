@@ -42,11 +42,6 @@ constexpr std::int64_t kWinoMinSide = 12;
 constexpr std::int64_t kWinoMinChannels = 16;
 constexpr std::int64_t kWinoRowBlock = 128;
 
-// 0 <= v < n for an index expression v (a boolean expression).
-ExprRef in_range(const ExprRef& v, const ExprRef& n) {
-    return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
-}
-
 }  // namespace
 
 void lower_conv(Lowering& L) {
@@ -109,10 +104,6 @@ void lower_conv(Lowering& L) {
     if (!depthwise && const_value(og, &og_n) && og_n <= row_block) col_block = two_blocks_if_one(npix, col_block, col_unit);
     const ExprRef rblocks = ceil_div(og, row_block), cblocks = ceil_div(npix, col_block);
 
-    // With padding the nest loads x[x_offset] for padded positions too (the value unused):
-    // fine, since no kernel runs on an empty x (kir::Im2col).
-    const bool padded = padding[0] > 0 || padding[1] > 0;
-
     const int vb = L.new_var(), vi = L.new_var(), vj = L.new_var(), vk = L.new_var();
     const ExprRef bv = var(vb), iv = var(vi), jv = var(vj), kv = var(vk);
     const ExprRef n_idx = idiv(bv, G), g_idx = irem(bv, G);
@@ -123,21 +114,13 @@ void lower_conv(Lowering& L) {
     // B[kk, p]: kk = (c, i, j), p = (y, xo).
     const ExprRef c = idiv(kv, KHW), i = irem(idiv(kv, KW), KH), j = irem(kv, KW);
     const ExprRef y = idiv(jv, OW), xo = irem(jv, OW);
-    const ExprRef iy = iadd(iadd(imul(y, index_const(stride[0])), index_const(-padding[0])), imul(i, index_const(dilation[0])));
-    const ExprRef ix = iadd(iadd(imul(xo, index_const(stride[1])), index_const(-padding[1])), imul(j, index_const(dilation[1])));
+    const ExprRef iy = conv_coord(y, stride[0], padding[0], i, dilation[0]);
+    const ExprRef ix = conv_coord(xo, stride[1], padding[1], j, dilation[1]);
     const ExprRef xidx = iadd(xoff, iadd(imul(iadd(imul(c, H), iy), Wd), ix));
-    ExprRef b_el;
-    if (!padded) {
-        b_el = load(xbuf, t, xidx);  // every (iy, ix) of an unpadded conv lies inside the plane
-    } else {
-        ExprRef inside;
-        if (padding[0] > 0) inside = in_range(iy, H);
-        if (padding[1] > 0) {
-            ExprRef cx = in_range(ix, Wd);
-            inside = inside ? binary(BinaryOp::logical_and, inside, cx) : cx;
-        }
-        b_el = select(inside, load(xbuf, t, select(inside, xidx, xoff)), constant(t, 0.0));
-    }
+    // (every (iy, ix) of an unpadded conv lies inside the plane; with padding the nest loads
+    // x[x_offset] for padded positions too, the value unused: fine, since no kernel runs on
+    // an empty x, kir::Im2col)
+    const ExprRef b_el = padded_load(xbuf, t, xidx, xoff, iy, ix, H, Wd, padding[0], padding[1]);
 
     // The dot product.
     const int acc = L.new_temp(t);

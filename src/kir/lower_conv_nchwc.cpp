@@ -21,15 +21,8 @@
 #include <sstream>
 
 namespace kiln::kir::detail {
-namespace {
 
 using ir::ValueId;
-
-ExprRef in_range(const ExprRef& v, const ExprRef& n) {
-    return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
-}
-
-}  // namespace
 
 void lower_conv_nchwc(Lowering& L) {
     const ValueId cv = L.group.nodes.front();
@@ -78,26 +71,15 @@ void lower_conv_nchwc(Lowering& L) {
     // X(kk, p)
     const ExprRef c = dw ? ov : idiv(kv, KHW), i = irem(idiv(kv, KW), KH), j = irem(kv, KW);
     const ExprRef y = idiv(pv, OW), xo = irem(pv, OW);
-    const ExprRef iy = iadd(iadd(imul(y, index_const(stride[0])), index_const(-padding[0])), imul(i, index_const(dilation[0])));
-    const ExprRef ix = iadd(iadd(imul(xo, index_const(stride[1])), index_const(-padding[1])), imul(j, index_const(dilation[1])));
+    const ExprRef iy = conv_coord(y, stride[0], padding[0], i, dilation[0]);
+    const ExprRef ix = conv_coord(xo, stride[1], padding[1], j, dilation[1]);
     const ExprRef sample = imul(nv, imul(XC, imul(H, imul(Wd, blocked ? B : index_const(1)))));
     const ExprRef pix = iadd(imul(iy, Wd), ix);
     // (depthwise: c / B = ob and c % B = l)
     const ExprRef cblk = dw ? obv : idiv(c, B), clane = dw ? lv : irem(c, B);
     const ExprRef xidx = blocked ? iadd(sample, iadd(imul(iadd(imul(cblk, imul(H, Wd)), pix), B), clane))
                                  : iadd(sample, iadd(imul(c, imul(H, Wd)), pix));
-    ExprRef x_el;
-    if (padding[0] == 0 && padding[1] == 0) {
-        x_el = load(xbuf, t, xidx);
-    } else {
-        ExprRef inside;
-        if (padding[0] > 0) inside = in_range(iy, H);
-        if (padding[1] > 0) {
-            ExprRef cx = in_range(ix, Wd);
-            inside = inside ? binary(BinaryOp::logical_and, inside, cx) : cx;
-        }
-        x_el = select(inside, load(xbuf, t, select(inside, xidx, sample)), constant(t, 0.0));
-    }
+    const ExprRef x_el = padded_load(xbuf, t, xidx, sample, iy, ix, H, Wd, padding[0], padding[1]);
 
     const int acc = L.new_temp(t);
     const ExprRef at = temp(acc, t);

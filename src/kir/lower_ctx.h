@@ -43,6 +43,13 @@ std::int64_t balanced_block(const ExprRef& total, std::int64_t cap, std::int64_t
 // be one block of it: then half of it, rounded up to `unit`, so that the work is two outer
 // indices two threads can share (one thread runs consecutive blocks as one).
 std::int64_t two_blocks_if_one(const ExprRef& total, std::int64_t block, std::int64_t unit);
+// A convolution's input coordinate: out * stride - pad + tap * dilation.
+ExprRef conv_coord(const ExprRef& out, std::int64_t stride, std::int64_t pad, const ExprRef& tap, std::int64_t dilation);
+// The load of x[idx] at input coordinates (iy, ix) of an h x w image padded by (pad_h, pad_w)
+// zeros: the load where the coordinates lie inside the image, else 0 (the load then reads
+// x[inside_idx] instead, an element of the image, its value unused); a plain load without padding.
+ExprRef padded_load(int x, Type t, const ExprRef& idx, const ExprRef& inside_idx, const ExprRef& iy, const ExprRef& ix,
+                    const ExprRef& h, const ExprRef& w, std::int64_t pad_h, std::int64_t pad_w);
 // An integer constant of an integer or boolean type, exact for every int64 value.
 ExprRef int_const(Type t, std::int64_t v);
 

@@ -34,6 +34,26 @@ std::int64_t two_blocks_if_one(const ExprRef& total, std::int64_t block, std::in
     return (n / 2 + unit - 1) / unit * unit;
 }
 
+ExprRef conv_coord(const ExprRef& out, std::int64_t stride, std::int64_t pad, const ExprRef& tap, std::int64_t dilation) {
+    return iadd(iadd(imul(out, index_const(stride)), index_const(-pad)), imul(tap, index_const(dilation)));
+}
+
+ExprRef padded_load(int x, Type t, const ExprRef& idx, const ExprRef& inside_idx, const ExprRef& iy, const ExprRef& ix,
+                    const ExprRef& h, const ExprRef& w, std::int64_t pad_h, std::int64_t pad_w) {
+    if (pad_h == 0 && pad_w == 0) return load(x, t, idx);
+    // 0 <= v < n
+    auto in_range = [](const ExprRef& v, const ExprRef& n) {
+        return binary(BinaryOp::logical_and, binary(BinaryOp::ge, v, index_const(0)), binary(BinaryOp::lt, v, n));
+    };
+    ExprRef inside;
+    if (pad_h > 0) inside = in_range(iy, h);
+    if (pad_w > 0) {
+        ExprRef cx = in_range(ix, w);
+        inside = inside ? binary(BinaryOp::logical_and, inside, cx) : cx;
+    }
+    return select(inside, load(x, t, select(inside, idx, inside_idx)), constant(t, 0.0));
+}
+
 ExprRef int_const(Type t, std::int64_t v) {
     auto e = std::make_shared<Expr>();
     e->kind = ExprKind::Const;
