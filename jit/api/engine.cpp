@@ -265,6 +265,11 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
         KILN_USER_CHECK(core::device_available(d, &why),
                         "KILN_DEVICE='" << options.device << "': the " << options.device << " backend is not available: " << why);
     }
+    // KILN_NCHWC=auto: the blocked layout's kernels are CPU kernels (the GPU tier would run its
+    // convs as plain loop nests), so an engine whose calls may run on a GPU keeps NCHW.
+    if (settings.pipeline.nchwc == passes::NchwcMode::where_it_pays && options.device != "cpu" &&
+        (core::device_available(Device::cuda(0), nullptr) || core::device_available(Device::hip(0), nullptr)))
+        settings.pipeline.nchwc = passes::NchwcMode::off;
     if (options.gpu_memory_bytes > 0) core::cuda::set_memory_limit(static_cast<std::size_t>(options.gpu_memory_bytes));
     if (!options.dump.empty()) {  // dump files of every kind go here; create it once
         std::error_code ec;

@@ -25,7 +25,8 @@
 //
 // Where it pays (nchwc_applies with where_it_pays, KILN_NCHWC=auto): graphs of
 // depthwise-separable chains (at least two depthwise convs) without squeeze-excite (a conv
-// reading a global_avg_pool2d). Measured on the side-by-side harness (1 thread, AMD EPYC
+// reading a global_avg_pool2d); the engine also keeps NCHW where its calls may run on a GPU
+// (jit/api/engine.cpp). Measured on the side-by-side harness (1 thread, AMD EPYC
 // Zen 4, AVX-512): mobilenet_v2 gains (batch 1: 7.8 against 8.2 ms for ONNX Runtime, where
 // NCHW ran 8.4); efficientnet_b0 loses 5-15% (its squeeze-excite pools: a mean over the
 // blocked layout's spatial axes runs far slower than over NCHW planes), resnet18 and
