@@ -26,11 +26,12 @@
 // Where it pays (nchwc_applies with where_it_pays, KILN_NCHWC=auto): graphs of
 // depthwise-separable chains (at least two depthwise convs) without squeeze-excite (a conv
 // reading a global_avg_pool2d); the engine also keeps NCHW where its calls may run on a GPU
-// (jit/api/engine.cpp). Measured on the side-by-side harness (1 thread, AMD EPYC
-// Zen 4, AVX-512): mobilenet_v2 gains (batch 1: 7.8 against 8.2 ms for ONNX Runtime, where
-// NCHW ran 8.4); efficientnet_b0 loses 5-15% (its squeeze-excite pools: a mean over the
-// blocked layout's spatial axes runs far slower than over NCHW planes), resnet18 and
-// squeezenet1_1 about 30% (their 3x3 convs: NCHW has Winograd and the phase-plane grid).
+// (jit/api/engine.cpp). Measured on the side-by-side harness (bench/README.md; 1 thread,
+// AMD EPYC Zen 4, AVX-512): blocked, mobilenet_v2 runs 1.01-1.06x ONNX Runtime's speed at
+// batch 1 (0.98x in NCHW); efficientnet_b0 loses 5-15% against its NCHW run (its
+// squeeze-excite pools: a mean over the blocked layout's middle axes runs far slower than
+// over NCHW planes), resnet18 and squeezenet1_1 about 30% (their 3x3 convs: NCHW has
+// Winograd and the phase-plane grid).
 #include "src/ir/ir.h"
 
 #include <cstdint>
