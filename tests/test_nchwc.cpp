@@ -172,12 +172,23 @@ TEST_CASE("nchwc: KILN_NCHWC=auto blocks depthwise-separable chains only") {
     CHECK_FALSE(passes::nchwc_applies(*graph(true, true).impl(), NchwcMode::where_it_pays));   // squeeze-excite
     CHECK(passes::nchwc_applies(*graph(false, true).impl(), NchwcMode::all));
     CHECK_FALSE(passes::nchwc_applies(*graph(true, false).impl(), NchwcMode::off));
-    // The engine's default is auto: the depthwise chain runs blocked.
-    Function f = Engine(ref::interp_options()).load(graph(true, false));
+    // The engine's default is auto: the depthwise chain runs blocked (its groups are
+    // conv2d_nchwc ones), the dense one and KILN_NCHWC=0 as loaded; the same values.
+    auto blocked_groups = [](const Function& fn) {
+        int n = 0;
+        for (const auto& gs : fn.stats().groups) n += gs.name.find("conv2d_nchwc") != std::string::npos;
+        return n;
+    };
     const Tensor x = Tensor::rand({1, 3, 16, 16}, 9, DType::f32, -1.0, 1.0);
+    Function f = Engine(ref::interp_options()).load(graph(true, false));
+    const Tensor got = f({x}).at(0);
+    CHECK(blocked_groups(f) == 3);
+    CHECK(blocked_groups(Engine(ref::interp_options()).load(graph(false, false))) == 0);
     Options o0 = ref::interp_options();
     o0.nchwc = "0";
-    CHECK(ref::max_rel_diff(f({x}).at(0), Engine(o0).load(graph(true, false))({x}).at(0)) < 1e-5);
+    Function f0 = Engine(o0).load(graph(true, false));
+    CHECK(ref::max_rel_diff(got, f0({x}).at(0)) < 1e-5);
+    CHECK(blocked_groups(f0) == 0);
     o0.nchwc = "yes";
     CHECK_THROWS_AS(o0.validate(), Error);
 }

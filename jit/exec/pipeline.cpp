@@ -125,7 +125,7 @@ std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph
     x->graph = std::move(graph);
     StepTimer step(x->steps);
     step("verify", [&] { ir::verify(*x->graph); });
-    if (s.nchwc != passes::NchwcMode::off && passes::nchwc_applies(*x->graph, s.nchwc))
+    if (passes::nchwc_applies(*x->graph, s.nchwc))
         step("nchwc", [&] {
             auto blocked = std::make_shared<const ir::Graph>(passes::to_nchwc(*x->graph));
             ir::verify(*blocked);

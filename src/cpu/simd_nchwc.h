@@ -119,6 +119,20 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
     nchwc_store<S>(a, ob, p, acc);
 }
 
+// f(i, j, iy * w + ix) for the taps (i, j) of output pixel (y, x) that lie inside the image
+// (the pixels at the borders, one at a time).
+template <class F>
+inline void nchwc_inside_taps(const NchwcGeometry& g, std::int64_t y, std::int64_t x, F f) {
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+            const std::int64_t ix = x * g.sw - g.pw + j * g.dw;
+            if (ix >= 0 && ix < g.w) f(i, j, iy * g.w + ix);
+        }
+    }
+}
+
 // Dense, one output pixel (y, x) = p, each tap checked against the image.
 template <class S, int NB, bool BLK>
 void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x, std::int64_t p) {
@@ -129,22 +143,15 @@ void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std:
     V acc[1][Q];
     nchwc_init<S>(a, ob, acc);
     const float* wb = a.w + ob * wstride;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
-        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
-        if (iy < 0 || iy >= g.h) continue;
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-            const std::int64_t ix = x * g.sw - g.pw + j * g.dw;
-            if (ix < 0 || ix >= g.w) continue;
-            for (std::int64_t c = 0; c < g.cin; ++c) {
-                const float* xp = BLK ? a.x + ((c / kNchwcLanes) * plane + iy * g.w + ix) * kNchwcLanes + c % kNchwcLanes
-                                      : a.x + c * plane + iy * g.w + ix;
-                const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
-                const V xv = S::bcast(xp);
+    nchwc_inside_taps(g, y, x, [&](std::int64_t i, std::int64_t j, std::int64_t pix) {
+        for (std::int64_t c = 0; c < g.cin; ++c) {
+            const float* xp = BLK ? a.x + ((c / kNchwcLanes) * plane + pix) * kNchwcLanes + c % kNchwcLanes : a.x + c * plane + pix;
+            const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
+            const V xv = S::bcast(xp);
 #pragma GCC unroll 4
-                for (int q = 0; q < Q; ++q) acc[0][q] = S::fma(xv, S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W), acc[0][q]);
-            }
+            for (int q = 0; q < Q; ++q) acc[0][q] = S::fma(xv, S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W), acc[0][q]);
         }
-    }
+    });
     nchwc_store<S>(a, ob, p, acc);
 }
 
@@ -220,18 +227,12 @@ void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::in
     nchwc_init<S>(a, ob, acc);
     const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
     const float* wb = a.w + ob * a.k * kNchwcLanes;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
-        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
-        if (iy < 0 || iy >= g.h) continue;
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-            const std::int64_t ix = x * g.sw - g.pw + j * g.dw;
-            if (ix < 0 || ix >= g.w) continue;
-            const float* xp = xb + (iy * g.w + ix) * kNchwcLanes;
-            const float* wk = wb + (i * g.kw + j) * kNchwcLanes;
+    nchwc_inside_taps(g, y, x, [&](std::int64_t i, std::int64_t j, std::int64_t pix) {
+        const float* xp = xb + pix * kNchwcLanes;
+        const float* wk = wb + (i * g.kw + j) * kNchwcLanes;
 #pragma GCC unroll 4
-            for (int v = 0; v < VPB; ++v) acc[0][v] = S::fma(S::load(xp + v * S::W), S::load(wk + v * S::W), acc[0][v]);
-        }
-    }
+        for (int v = 0; v < VPB; ++v) acc[0][v] = S::fma(S::load(xp + v * S::W), S::load(wk + v * S::W), acc[0][v]);
+    });
     nchwc_store<S>(a, ob, p, acc);
 }
 

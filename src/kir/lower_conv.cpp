@@ -44,24 +44,30 @@ constexpr std::int64_t kWinoRowBlock = 128;
 
 }  // namespace
 
-void lower_conv(Lowering& L) {
-    const ValueId cv = L.group.nodes.front();
-    const ir::Node& cn = L.node(cv);
-    if (cn.op == ir::Op::conv2d_nchwc) return lower_conv_nchwc(L);
-    if (cn.op != ir::Op::conv2d) throw Unsupported{"the group does not start with a conv2d"};
+const ir::Node& checked_conv(Lowering& L) {
+    const ir::Node& cn = L.node(L.group.nodes.front());
+    if (cn.op != ir::Op::conv2d && cn.op != ir::Op::conv2d_nchwc) throw Unsupported{"the group does not start with a conv2d"};
     if (L.group.outputs.size() != 1) throw Unsupported{"a conv group with more than one output"};
-    const ValueId out = L.group.outputs.front();
-    const ValueId X = cn.inputs[0], Wt = cn.inputs[1];
-    const DType dt = L.node(X).type.dtype;
+    const DType dt = L.node(cn.inputs[0]).type.dtype;
     for (ValueId v : cn.inputs)
         if (!is_floating(dt) || L.node(v).type.dtype != dt) {
             std::ostringstream os;
-            os << "conv2d of " << L.node(v).type.dtype << " is not lowered (floating dtypes only)";
+            os << ir::op_name(cn.op) << " of " << L.node(v).type.dtype << " is not lowered (floating dtypes only)";
             throw Unsupported{os.str()};
         }
+    if (L.node(L.group.outputs.front()).type.dims != cn.type.dims) throw Unsupported{"the epilogue changes the conv's shape"};
+    return cn;
+}
+
+void lower_conv(Lowering& L) {
+    const ValueId cv = L.group.nodes.front();
+    const ir::Node& cn = checked_conv(L);
+    if (cn.op == ir::Op::conv2d_nchwc) return lower_conv_nchwc(L, cn);
+    const ValueId out = L.group.outputs.front();
+    const ValueId X = cn.inputs[0], Wt = cn.inputs[1];
+    const DType dt = L.node(X).type.dtype;
     const auto& od = cn.type.dims;
     if (od.size() != 4 || L.node(X).type.rank() != 4 || L.node(Wt).type.rank() != 4) throw Unsupported{"conv2d ranks"};
-    if (L.node(out).type.dims != od) throw Unsupported{"the epilogue changes the conv's shape"};
     const Type t = compute_type(dt);
     const auto &stride = cn.attrs.ints("stride"), &padding = cn.attrs.ints("padding"), &dilation = cn.attrs.ints("dilation");
     const std::int64_t groups = cn.attrs.i("groups");

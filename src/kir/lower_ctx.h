@@ -142,6 +142,10 @@ void lower_elementwise(Lowering& L);  // lower_elementwise.cpp
 void lower_row(Lowering& L);          // lower_row.cpp
 void lower_matmul(Lowering& L);       // lower_matmul.cpp
 void lower_conv(Lowering& L);         // lower_conv.cpp (conv2d_nchwc: lower_conv_nchwc)
-void lower_conv_nchwc(Lowering& L);   // lower_conv_nchwc.cpp
+void lower_conv_nchwc(Lowering& L, const ir::Node& conv);  // lower_conv_nchwc.cpp; conv: checked_conv(L)
+// The node that starts a conv group (conv2d or conv2d_nchwc), with what both lowerings need
+// checked: one group output, of the conv's shape; floating operands of one dtype. Else
+// Unsupported. (lower_conv.cpp)
+const ir::Node& checked_conv(Lowering& L);
 
 }  // namespace kiln::kir::detail

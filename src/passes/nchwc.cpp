@@ -19,12 +19,6 @@ constexpr ValueId kNone = -1;
 
 std::size_t ix(ValueId v) { return static_cast<std::size_t>(v); }
 
-bool all_static(const std::vector<Dim>& dims) {
-    for (const Dim& d : dims)
-        if (!d.is_static()) return false;
-    return true;
-}
-
 // A conv2d the pass rewrites: floating, constant weight and bias, dense or depthwise.
 bool convertible(const ir::Graph& g, const Node& n) {
     if (n.op != Op::conv2d || !is_floating(n.type.dtype)) return false;
@@ -130,21 +124,25 @@ private:
     bool is_channel_constant(ValueId v, std::int64_t c) const {
         const Node& n = old(v);
         const auto& d = n.type.dims;
-        if (n.op != Op::constant || d.size() < 3 || d.size() > 4 || !all_static(d)) return false;
+        if (n.op != Op::constant || d.size() < 3 || d.size() > 4 || !n.type.is_static()) return false;
         return d[d.size() - 3].value() == c && d[d.size() - 2].value() == 1 && d.back().value() == 1 &&
                (d.size() == 3 || d[0].value() == 1);
     }
     // That constant as [1, Cb, 1, 1, B] (zero padded), made once.
     ValueId channel_constant(ValueId v, std::int64_t c) {
         if (auto it = channel_constants_.find(v); it != channel_constants_.end()) return it->second;
-        const Node& n = old(v);
-        const std::vector<double> src = n.value.to_doubles();
-        std::vector<double> dst(static_cast<std::size_t>(blocks(c) * B_), 0.0);
-        std::copy(src.begin(), src.end(), dst.begin());
-        return channel_constants_[v] = constant(Tensor::from_vector(dst, {1, blocks(c), 1, 1, B_}).astype(n.type.dtype));
+        return channel_constants_[v] = constant(padded_channels(old(v).value, c, {1, blocks(c), 1, 1, B_}));
     }
 
-    // The weight [O, CG, KH, KW] as [Ob, CG, KH, KW, B] and the bias [O] as [Ob, B], zero padded.
+    // The c values of t (in order) zero padded to whole blocks, as a tensor of `shape`.
+    Tensor padded_channels(const Tensor& t, std::int64_t c, const Shape& shape) const {
+        std::vector<double> dst(static_cast<std::size_t>(blocks(c) * B_), 0.0);
+        const std::vector<double> src = t.to_doubles();
+        std::copy(src.begin(), src.end(), dst.begin());
+        return Tensor::from_vector(dst, shape).astype(t.dtype());
+    }
+
+    // The weight [O, CG, KH, KW] as [Ob, CG, KH, KW, B] (zero padded).
     ValueId blocked_weight(const Tensor& w) {
         const std::int64_t o = w.dim(0), taps = w.numel() / std::max<std::int64_t>(o, 1);
         const std::vector<double> src = w.to_doubles();
@@ -153,12 +151,6 @@ private:
             for (std::int64_t t = 0; t < taps; ++t)
                 dst[static_cast<std::size_t>(((r / B_) * taps + t) * B_ + r % B_)] = src[static_cast<std::size_t>(r * taps + t)];
         return constant(Tensor::from_vector(dst, {blocks(o), w.dim(1), w.dim(2), w.dim(3), B_}).astype(w.dtype()));
-    }
-    ValueId blocked_bias(const Tensor& b) {
-        std::vector<double> dst(static_cast<std::size_t>(blocks(b.dim(0)) * B_), 0.0);
-        const std::vector<double> src = b.to_doubles();
-        std::copy(src.begin(), src.end(), dst.begin());
-        return constant(Tensor::from_vector(dst, {blocks(b.dim(0)), B_}).astype(b.dtype()));
     }
 
     void conv(ValueId v) {
@@ -170,7 +162,10 @@ private:
         a.set("blocked_input", std::int64_t{in_blocked}).set("depthwise", std::int64_t{dw});
         for (const char* k : {"dilation", "padding", "stride"}) a.set(k, n.attrs.ints(k));
         std::vector<ValueId> in{in_blocked ? blocked(x) : nchw(x), blocked_weight(old(n.inputs[1]).value)};
-        if (n.inputs.size() == 3) in.push_back(blocked_bias(old(n.inputs[2]).value));
+        if (n.inputs.size() == 3) {  // the bias [O] as [Ob, B]
+            const Tensor& b = old(n.inputs[2]).value;
+            in.push_back(constant(padded_channels(b, b.dim(0), {blocks(b.dim(0)), B_})));
+        }
         blk_[ix(v)] = add(Op::conv2d_nchwc, std::move(in), std::move(a), blocked_type(n.type));
     }
 
@@ -186,7 +181,7 @@ private:
             const ir::TensorType& ut = old(u).type;
             if (blk_[ix(u)] != kNone && ut.rank() == 4 && ut.dims[1].is_static() && ut.dims[1].value() == c)
                 forms.push_back(Form::blocked);
-            else if (ut.rank() <= 5 && all_static(ut.dims) && numel_of(ut) == 1)
+            else if (ut.rank() <= 5 && ut.is_static() && numel_of(ut) == 1)
                 forms.push_back(Form::single);
             else if (is_channel_constant(u, c))
                 forms.push_back(Form::channels);

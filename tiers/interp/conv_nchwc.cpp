@@ -16,8 +16,6 @@ namespace {
 
 using I64 = std::int64_t;
 
-template <class C> const C* data_of(const Tensor& t) { return static_cast<const C*>(t.data()); }
-template <class C> C* data_of(Tensor& t) { return static_cast<C*>(t.data()); }
 
 // Pixels per task of the f32 kernel.
 constexpr I64 kPixelBlock = 256;
@@ -36,8 +34,8 @@ Tensor blocked_f32(const ir::Node& node, const std::vector<Tensor>& in, const Sh
     Tensor out = Tensor::empty(out_shape, DType::f32);
     if (out.numel() == 0) return out;
     const I64 pblocks = (npix + kPixelBlock - 1) / kPixelBlock, taps = (g.depthwise ? 1 : g.cin) * g.kh * g.kw;
-    const float *px = data_of<float>(x), *pw = data_of<float>(w), *pb = b.defined() ? data_of<float>(b) : nullptr;
-    float* po = data_of<float>(out);
+    const float *px = x.data_as<float>(), *pw = w.data_as<float>(), *pb = b.defined() ? b.data_as<float>() : nullptr;
+    float* po = out.data_as<float>();
     const cpu::CpuIsa isa = cpu::kernel_cpu_isa();
     core::parallel_range(n * ob * pblocks, kPixelBlock * cpu::kNchwcLanes * taps, [&](I64 lo, I64 hi) {
         for (I64 t = lo; t < hi; ++t) {
@@ -62,47 +60,20 @@ Tensor conv2d_nchwc(const ir::Node& node, const std::vector<Tensor>& in, const S
     const I64 cin = depthwise ? O : cg;                // the channels conv2d reads
     KILN_USER_CHECK(cin <= xc, "conv2d_nchwc: the weight reads " << cin << " input channels, the input has " << xc);
     if (x.dtype() == DType::f32 && B == cpu::kNchwcLanes) return blocked_f32(node, in, out_shape);
+    // The definition, with tensor views: x as NCHW [n, xc, h, w] (its first cin channels),
+    // w as OIHW [O, cg, kh, kw], b as [O]; conv2d; its [n, O, oh, ow] result blocked.
     const DType ct = compute_dtype(x.dtype());
-    const Tensor xd = dense_as(x, ct), wdn = dense_as(w, ct);
-    Tensor xn = Tensor::empty({n, cin, h, wd}, ct), wn = Tensor::empty({O, cg, kh, kw}, ct), bn = Tensor::zeros({O}, ct);
-    const Tensor bd = in.size() == 3 ? dense_as(in[2], ct) : Tensor();
-    const I64 plane = h * wd, taps = cg * kh * kw;
-    dispatch_floating(ct, "conv2d_nchwc", [&](auto tag) {
-        using C = decltype(tag);
-        if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
-            const C* px = data_of<C>(xd);
-            C* pxn = data_of<C>(xn);
-            for (I64 s = 0; s < n; ++s)
-                for (I64 c = 0; c < cin; ++c)
-                    for (I64 p = 0; p < plane; ++p)
-                        pxn[(s * cin + c) * plane + p] =
-                            blocked ? px[((s * (xc / B) + c / B) * plane + p) * B + c % B] : px[(s * xc + c) * plane + p];
-            const C* pw = data_of<C>(wdn);
-            C* pwn = data_of<C>(wn);
-            for (I64 o = 0; o < O; ++o)
-                for (I64 t = 0; t < taps; ++t) pwn[o * taps + t] = pw[((o / B) * taps + t) * B + o % B];
-            if (bd.defined()) std::copy_n(data_of<C>(bd), O, data_of<C>(bn));
-        } else {
-            KILN_UNREACHABLE("interp: conv2d_nchwc compute dtype");
-        }
-    });
+    const Tensor xd = x.astype(ct);
+    const Tensor xn = (blocked ? xd.permute({0, 1, 4, 2, 3}).reshape({n, xc, h, wd}) : xd).slice(1, 0, cin).contiguous();
+    const Tensor wn = w.astype(ct).permute({0, 4, 1, 2, 3}).reshape({O, cg, kh, kw}).contiguous();
+    const Tensor bn = in.size() == 3 ? in[2].astype(ct).reshape({O}) : Tensor::zeros({O}, ct);
     ir::Node conv;
     conv.op = ir::Op::conv2d;
     for (const char* a : {"dilation", "padding", "stride"}) conv.attrs.set(a, node.attrs.ints(a));
     conv.attrs.set("groups", depthwise ? O : I64{1});
-    const I64 oh = out_shape[2], ow = out_shape[3], npix = oh * ow;
+    const I64 oh = out_shape[2], ow = out_shape[3];
     const Tensor yn = conv2d(conv, {xn, wn, bn}, {n, O, oh, ow});
-    Tensor out = Tensor::empty(out_shape, ct);
-    dispatch_floating(ct, "conv2d_nchwc", [&](auto tag) {
-        using C = decltype(tag);
-        if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
-            const C* py = data_of<C>(yn);
-            C* po = data_of<C>(out);
-            for (I64 s = 0; s < n; ++s)
-                for (I64 o = 0; o < O; ++o)
-                    for (I64 p = 0; p < npix; ++p) po[((s * ob + o / B) * npix + p) * B + o % B] = py[(s * O + o) * npix + p];
-        }
-    });
+    const Tensor out = yn.reshape({n, ob, B, oh, ow}).permute({0, 1, 3, 4, 2}).contiguous();
     return ct == x.dtype() ? out : out.astype(x.dtype());
 }
 

@@ -20,7 +20,7 @@
 namespace kiln::tiers::llvm_tier {
 namespace {
 
-// Pixels per kernel call: a tile of at most 9 blocks (conv_row_block / 16) x 32 pixels x
+// Pixels per kernel call: a tile of at most 8 blocks (conv_row_block / 16, even) x 32 pixels x
 // 16 lanes stays in L1 for the epilogue.
 constexpr std::int64_t kChunkPixels = 32;
 constexpr std::int64_t kLanes = cpu::kNchwcLanes;
@@ -79,9 +79,6 @@ public:
                                      i64(h_.pad[1]), i64(h_.dilation[0]), i64(h_.dilation[1]), i64(flags)};
         for (int f = 0; f < kGeoFields; ++f)
             b_.CreateStore(fields[f], b_.CreateConstInBoundsGEP2_64(geo_t, geo, 0, static_cast<std::uint64_t>(f)));
-        const std::int64_t ldb = kChunkPixels * kLanes;
-        auto* tile = b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<std::uint64_t>(h_.block_rows * ldb)), nullptr, "nchwc.tile");
-        tile->setAlignment(llvm::Align(64));
 
         Value* x = em_.buffer_ptr(h_.x);
         Value* w = em_.buffer_ptr(h_.w);
@@ -101,6 +98,13 @@ public:
         auto* none = llvm::ConstantPointerNull::get(ptr_t);
         const double inf = std::numeric_limits<double>::infinity();
         const std::optional<Direct> d = direct();
+        // The tile of the general epilogue (none where the kernel stores the output itself).
+        const std::int64_t ldb = kChunkPixels * kLanes;
+        llvm::AllocaInst* tile = nullptr;
+        if (!d) {
+            tile = b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<std::uint64_t>(h_.block_rows * ldb)), nullptr, "nchwc.tile");
+            tile->setAlignment(llvm::Align(64));
+        }
 
         loop(begin, end, i64(1), "nchwc.outer", [&](Value* outer) {
             Value* sample = b_.CreateSDiv(outer, per_sample);
