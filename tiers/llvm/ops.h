@@ -49,6 +49,10 @@ private:
     llvm::Value* float_unary(kir::UnaryOp op, kir::Type t, llvm::Value* x);
     llvm::Value* sigmoid(llvm::Value* x, bool f32);
     llvm::Value* x_sigmoid_f32(llvm::Value* x, llvm::Value* z);
+    llvm::Value* sigmoid_denominator(llvm::Value* v);
+    // Marks the division of an f32 sigmoid, 1 / (1 + exp(-z)), which a product with it folds
+    // into (emit_binary, mul).
+    static constexpr const char* kSigmoidMark = "kiln.sigmoid";
     llvm::Value* compare(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
 
     // ---- f32 polynomials (vmath.cpp) ----
