@@ -70,16 +70,20 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // A small plane (chan) can instead run with the channels across the lanes: its padded input
 // rows read, cw columns of them (the padded columns the taps reach), transposed into a
 // pixel-major buffer of kMaxLanes values per pixel (dw_channels); scratch_elems covers that.
+// Its 5-column filters of column stride 1 (runs) compute each output row in runs of
+// kDwRun pixels into a second such buffer, the input rows kDwRun - 1 strides of zeros longer
+// (cw counts them).
 // The outputs are stored clamped to [lo, hi]: minimum(maximum(v, lo), hi) as
 // src/core/scalar_ops.h takes them (a NaN v stays NaN; a v equal to a bound, -0 and +0
 // included, stays v), a conv's relu6 or Clip applied as the kernel stores rather than in a
 // pass of its own; the default bounds leave every value as it is.
 // The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
 inline constexpr std::int64_t kDwChanTaps = 49;
+inline constexpr int kDwRun = 7;
 struct DwPlan {
     std::int64_t wq = 0, oy = 0, pr = 1, pc = 1, rows = 0;
     std::int64_t slack = 0, plane = 0, flat = 0, scratch_elems = 0;
-    bool chan = false;
+    bool chan = false, runs = false;
     std::int64_t cw = 0;
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
 };

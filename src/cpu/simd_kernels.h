@@ -369,6 +369,103 @@ void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::i
     }
 }
 
+// One run of R output pixels of one output row in dw_channels (DwPlan::runs): `in` is the
+// run's first input vector in the pixel-major buffer (filter row 0), its rows `pitch` values
+// apart; wt the transposed filters (tap t at wt + t * W). With KW filter columns (dilation 1)
+// and column stride SW fixed, each input vector of a filter row is loaded once for every tap
+// and pixel that reads it ((R - 1) SW + KW loads per filter row, not R KW), the row's KW
+// weights in registers. Every pixel accumulates its taps from init in filter order, as the
+// other paths do, so all give the same values. Stored clamped, pixel after pixel, at o.
+template <class S, int R, int KW, int SW>
+[[gnu::always_inline]] inline void dw_run(const typename S::T* in, std::int64_t pitch, std::int64_t kh,
+                                          std::int64_t dh, const typename S::T* wt, typename S::V init,
+                                          typename S::V lo, typename S::V hi, typename S::T* o) {
+    using V = typename S::V;
+    constexpr int W = S::W;
+    V acc[R];
+#pragma GCC unroll 16
+    for (int j = 0; j < R; ++j) acc[j] = init;
+    for (std::int64_t i = 0; i < kh; ++i) {
+        const typename S::T* row = in + i * dh * pitch;
+        V wv[KW];
+#pragma GCC unroll 8
+        for (int kx = 0; kx < KW; ++kx) wv[kx] = S::load(wt + (i * KW + kx) * W);
+        // Input column m is tap m - j SW of the pixels j with 0 <= m - j SW < KW, taken in
+        // increasing j: each pixel's taps come in increasing kx.
+#pragma GCC unroll 64
+        for (int m = 0; m < (R - 1) * SW + KW; ++m) {
+            const V v = S::load(row + m * W);
+            const int jlo = m < KW ? 0 : (m - KW + SW) / SW, jhi = m / SW < R - 1 ? m / SW : R - 1;
+#pragma GCC unroll 16
+            for (int j = jlo; j <= jhi; ++j) acc[j] = S::fma(wv[m - j * SW], v, acc[j]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < R; ++j) S::store(o + j * W, S::clamp(acc[j], lo, hi));
+}
+
+// dw_channels' output pixels [p0, p1) of one group of nc <= W channels in runs (DwPlan::runs:
+// 5 filter columns, column stride 1):
+// buf holds the group's padded input rows from the first one the outputs read (pitch pl.cw
+// pixels of W lanes), wt its transposed filters. Each output row runs in kDwRun-pixel runs
+// (dw_run; a row's last run overlaps the one before it, or reaches past the row into the
+// zero columns) into a pixel-major buffer after the filters, which is transposed back, W
+// pixels at a time across rows, into the channels' planes at outs (ld apart).
+template <class S>
+void dw_channel_runs(const Im2colShape& g, const DwPlan& pl, const typename S::T* buf, typename S::T* wt,
+                     typename S::V init, typename S::V vlo, typename S::V vhi, std::int64_t nc, typename S::T* outs,
+                     std::int64_t ld, std::int64_t p0, std::int64_t p1) {
+    using T = typename S::T;
+    using V = typename S::V;
+    using I64 = std::int64_t;
+    constexpr int W = S::W, R = kDwRun;
+    constexpr int kTail = W >= 4 ? W / 4 : 1;  // blocks of at most kTail pixels: stored lane by lane
+    const I64 ow = g.ow, sh = g.sh, kh = g.kh, dh = g.dh, pitch = pl.cw * W, obp = ow + R;
+    const I64 y_first = p0 / ow, y_last = (p1 - 1) / ow;
+    T* obuf = wt + kh * g.kw * W;  // (y_last - y_first + 1) x obp output pixels of W lanes
+    for (I64 y = y_first; y <= y_last; ++y) {
+        const I64 xa = y == y_first ? p0 % ow : 0, xb = y == y_last ? (p1 - 1) % ow + 1 : ow;
+        const T* in = buf + (y - y_first) * sh * pitch;
+        T* o = obuf + (y - y_first) * obp * W;
+        for (I64 x0 = xa;; x0 += R) {
+            const I64 xr = x0 + R < xb ? x0 : (xb - R > xa ? xb - R : xa);
+            dw_run<S, R, 5, 1>(in + xr * W, pitch, kh, dh, wt, init, vlo, vhi, o + xr * W);
+            if (xr + R >= xb) break;
+        }
+    }
+    const V vzero = S::zero();
+    I64 oy = 0, ox = p0 % ow;
+    for (I64 b = p0; b < p1; b += W) {
+        const I64 n = p1 - b < W ? p1 - b : W;
+        V r[W];
+#pragma GCC unroll 16
+        for (int j = 0; j < W; ++j) {
+            r[j] = vzero;
+            if (j < n) {
+                r[j] = S::load(obuf + (oy * obp + ox) * W);
+                if (++ox == ow) {
+                    ox = 0;
+                    ++oy;
+                }
+            }
+        }
+        T* dst = outs + (b - p0);
+        if (n <= kTail) {
+            for (I64 j = 0; j < n; ++j) {
+                alignas(64) T lanes[W];
+                S::store(lanes, r[j]);
+                for (I64 k = 0; k < nc; ++k) dst[k * ld + j] = lanes[k];
+            }
+            continue;
+        }
+        S::transpose(r);
+        for (I64 k = 0; k < nc; ++k) {
+            if (n == W) S::store(dst + k * ld, r[k]);
+            else S::store_n(dst + k * ld, r[k], n);
+        }
+    }
+}
+
 // dw_planes with the channels across the lanes (DwPlan::chan: small planes, whose rows fill
 // few vectors). Per group of W channels: the padded input rows that outputs [p0, p1) read
 // are transposed into a zero-padded pixel-major buffer (W values per pixel, one per channel;
@@ -455,6 +552,10 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
             }
         }
         const V init = inits == nullptr ? vzero : S::load_n(inits + c0, nc);
+        if (pl.runs) {
+            dw_channel_runs<S>(g, pl, buf, wt, init, vlo, vhi, nc, outs + c0 * ld, ld, p0, p1);
+            continue;
+        }
         // Blocks of W output pixels; the last one repeats its last pixel in the spare lanes.
         I64 ox = p0 % ow;
         const T* at = buf + (((p0 / ow) * sh - row0) * cw + ox * sw) * W;  // output pixel b's first tap
