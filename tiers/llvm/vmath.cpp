@@ -57,10 +57,11 @@ Value* OpEmitter::exp_f32(Value* x) {
 }
 
 // exp(x) as sigmoid's 1 / (1 + exp(-x)) needs it: the same reduction and polynomial with
-// one scale factor 2^n, x clamped to [-104, 89], the factor's exponent field held at 0 or
-// more by an integer max: results below the smallest normal float (x < -87.34) are 0 (where
-// 1 + e is 1 anyway), and from x ~ 88.37 on (n = 128: the exponent field all ones) the factor
-// is inf, so 1 / (1 + e) is 0 where sigmoid(x) lies below the smallest normal float (as the
+// one scale factor 2^n, x clamped to [-87, 89]. Below -87 the result is exp(-87) ~ 1.6e-38, not
+// exp(x), where 1 + e is 1 all the same, and n >= -126 keeps 2^n normal, so that its bits are
+// t's shifted (no integer subtract and max: 4% fewer instructions in a SiLU). From x ~ 88.37
+// on (n = 128: the exponent field all ones) the factor is inf, so 1 / (1 + e) is 0 where
+// sigmoid(x) lies below the smallest normal float (as the
 // interpreter's subnormal results flushed to 0; sigmoid(-inf) = 0, silu(-inf) = -inf * 0 =
 // NaN as in the interpreter). NaN stays NaN (through r). One formula for both signs: for
 // x < 0 it divides by 1 + exp(|x|), whose relative error (~1.5 ulp) the quotient keeps, so
@@ -68,7 +69,7 @@ Value* OpEmitter::exp_f32(Value* x) {
 // a multiply on the pipes a SiLU epilogue saturates) is not needed.
 Value* OpEmitter::exp_sigmoid_f32(Value* x) {
     llvm::Type* ty = x->getType();
-    Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(ty, -104.0)), fconst(ty, -104.0), x);
+    Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(ty, -87.0)), fconst(ty, -87.0), x);
     xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, fconst(ty, 89.0)), fconst(ty, 89.0), xc);
     constexpr double magic = 12582912.0;  // t = magic + 127 + n, n = round(x log2e) (see exp_f32)
     Value* t = fma(xc, fconst(ty, 1.44269504088896341), fconst(ty, magic + 127.0));
@@ -76,11 +77,10 @@ Value* OpEmitter::exp_sigmoid_f32(Value* x) {
     Value* r = fma(n, fconst(ty, -0.693359375), xc);
     r = fma(n, fconst(ty, 2.12194440e-4), r);
     Value* y = fma(horner(kExpP, r), r, fconst(ty, 1.0));
-    // 127 + n in [0, 255] as the exponent field of 2^n (0 for n <= -127, inf for n = 128).
+    // 127 + n in [1, 255], the low bits of t, shifted left by 23 (magic's bits fall off the
+    // top) are the bits of 2^n (inf for n = 128).
     llvm::Type* ity = b_.getInt32Ty();
-    Value* biased = b_.CreateSub(b_.CreateBitCast(t, ity), u32(0x4B400000));  // bits of magic
-    biased = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, biased, u32(0));
-    return b_.CreateFMul(y, b_.CreateBitCast(b_.CreateShl(biased, 23), ty));
+    return b_.CreateFMul(y, b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, ity), 23), ty));
 }
 
 // Max error 0.83 ulp; log(<0) = NaN, log(±0) = -inf, log(inf) = inf, subnormals handled.
