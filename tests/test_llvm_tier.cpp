@@ -169,6 +169,35 @@ TEST_CASE("llvm: f32 exp over its whole range: subnormal results, overflow, NaN"
     MESSAGE("f32 exp: max " << tier_test::check_exp_range(tier()) << " ulp vs exp in double");
 }
 
+// Checks out[i] against sigmoid(z) (product: in[i] * sigmoid(z)) in double, z = z_scale *
+// in[i]: within 4 ulp, NaN for a NaN input (and for -inf in a product: -inf * 0); results
+// below the smallest normal float count as exact, and so does a product's 0 where its value
+// lies below 32 times it (exp(-z) overflowed to inf). Returns the worst distance in ulp.
+double check_sigmoid_values(const std::vector<float>& in, const std::vector<float>& out, double z_scale, bool product) {
+    double worst = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const double x = in[i], s = 1.0 / (1.0 + std::exp(-z_scale * x));
+        const double want_d = product ? x * s : s;
+        const float want = static_cast<float>(want_d), got = out[i];
+        if (std::isnan(x) || (product && x == -INFINITY)) {
+            CHECK(std::isnan(got));
+            continue;
+        }
+        double d = ulp_diff(got, want);
+        if (std::fabs(want) < std::numeric_limits<float>::min() && std::fabs(got) < std::numeric_limits<float>::min())
+            d = 0;
+        if (product && got == 0.0f && std::fabs(want_d) < 32.0 * std::numeric_limits<float>::min()) d = 0;
+        if (d > 4) {
+            CAPTURE(x);
+            CAPTURE(want);
+            CAPTURE(got);
+            CHECK(d <= 4);
+        }
+        worst = std::max(worst, d);
+    }
+    return worst;
+}
+
 // One formula for both signs (vmath.cpp, exp_sigmoid_f32): checked against sigmoid and silu
 // in double on every 1021st float of |x| <= 120 (past the clamps of both sides), and the
 // specials. Results below the smallest normal float may be 0 (sigmoid's flush), and so may
@@ -189,27 +218,7 @@ TEST_CASE("llvm: f32 sigmoid and silu over their whole range against double") {
     for (UnaryOp op : {UnaryOp::sigmoid, UnaryOp::silu}) {
         CAPTURE(op_name(op));
         const auto out = run_map<float>(map_kernel(DType::f32, DType::f32, [op](ExprRef x) { return unary(op, x); }), in);
-        double worst = 0;
-        for (std::size_t i = 0; i < in.size(); ++i) {
-            const double x = in[i], s = 1.0 / (1.0 + std::exp(-x));
-            const double want_d = op == UnaryOp::sigmoid ? s : x * s;
-            const float want = static_cast<float>(want_d), got = out[i];
-            if (std::isnan(x) || (op == UnaryOp::silu && x == -INFINITY)) {
-                CHECK(std::isnan(got));
-                continue;
-            }
-            double d = ulp_diff(got, want);
-            if (std::fabs(want) < std::numeric_limits<float>::min() && std::fabs(got) < std::numeric_limits<float>::min())
-                d = 0;
-            if (op == UnaryOp::silu && got == 0.0f && std::fabs(want_d) < 32.0 * std::numeric_limits<float>::min()) d = 0;
-            if (d > 4) {
-                CAPTURE(x);
-                CAPTURE(want);
-                CAPTURE(got);
-                CHECK(d <= 4);
-            }
-            worst = std::max(worst, d);
-        }
+        const double worst = check_sigmoid_values(in, out, 1, op == UnaryOp::silu);
         MESSAGE("f32 " << op_name(op) << ": max " << worst << " ulp vs double over " << in.size() << " values");
     }
 }
@@ -280,26 +289,7 @@ TEST_CASE("llvm: a product with a sigmoid folds into its division (SiLU as x * S
         }
         std::vector<float> out(in.size());
         call(*r.kernel, {in.data(), out.data()}, {static_cast<I64>(in.size())}, 0, static_cast<I64>(in.size()));
-        double worst = 0;
-        for (std::size_t i = 0; i < in.size(); ++i) {
-            const double x = in[i], z = form.z_scale * x, s = 1.0 / (1.0 + std::exp(-z));
-            const double want_d = x * s;
-            const float want = static_cast<float>(want_d), got = out[i];
-            if (std::isnan(x) || x == -INFINITY) {
-                CHECK(std::isnan(got));
-                continue;
-            }
-            double d = ulp_diff(got, want);
-            // Below the smallest normal (sigmoid's flush, an exp(-z) overflowed to inf): 0.
-            if (got == 0.0f && std::fabs(want_d) < 32.0 * std::numeric_limits<float>::min()) d = 0;
-            if (d > 4) {
-                CAPTURE(x);
-                CAPTURE(want);
-                CAPTURE(got);
-                CHECK(d <= 4);
-            }
-            worst = std::max(worst, d);
-        }
+        const double worst = check_sigmoid_values(in, out, form.z_scale, true);
         MESSAGE(std::string(form.name) << ": max " << worst << " ulp vs double");
     }
     std::filesystem::remove_all(dir);
