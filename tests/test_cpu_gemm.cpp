@@ -259,7 +259,10 @@ TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one 
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
         struct Case { I64 hw, k, s, p, d = 1, nch = 19; bool run = false; };  // run: a random run of pixels
-        std::vector<Case> cases = {{7, 3, 1, 1}, {14, 3, 2, 1}, {9, 5, 1, 2}, {13, 5, 2, 2}, {20, 3, 3, 0}, {28, 3, 2, 1}, {7, 7, 1, 3}};
+        // (5 x 5 of stride 1: the channel lanes' runs of pixels, DwPlan::runs; rows of 4 pixels
+        // shorter than a run, of 15 and 29 not a whole number of runs.)
+        std::vector<Case> cases = {{7, 3, 1, 1}, {14, 3, 2, 1}, {9, 5, 1, 2}, {13, 5, 2, 2}, {20, 3, 3, 0}, {28, 3, 2, 1}, {7, 7, 1, 3},
+                                   {3, 5, 1, 2, 1, 16}, {14, 5, 1, 2, 1, 33, true}, {28, 5, 1, 2, 1, 17, true}, {14, 5, 1, 2, 1, 19, true}};
         for (int r = 0; r < 120; ++r) {
             cases.push_back({pick(1, 30), pick(1, 7), pick(1, 3), pick(0, 3), pick(1, 2), pick(1, 20), r % 2 == 1});
         }
@@ -352,10 +355,12 @@ TEST_CASE("cpu gemm: the depthwise kernel clamps as it stores, as maximum and mi
     const double inf = std::numeric_limits<double>::infinity();
     struct Bounds { double lo, hi; };
     const Bounds bounds[] = {{0.0, 6.0}, {-inf, 0.5}, {-1.0, inf}, {0.0, inf}, {2.0, 2.0}};
-    // The direct rows at stride 1 and 2, the channel lanes (small planes, enough of them),
-    // the flat bands (5 x 5), and a filter of more taps than one chunk (9 x 9).
+    // The direct rows at stride 1 and 2, the channel lanes (small planes, enough of them) in
+    // blocks and in runs (5 x 5 of stride 1), the flat bands (5 x 5), and a filter of more
+    // taps than one chunk (9 x 9).
     struct Case { I64 hw, k, s, p, nch; };
-    const Case cases[] = {{28, 3, 1, 1, 3}, {56, 3, 2, 1, 2}, {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}};
+    const Case cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
+                          {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}};
     std::uint64_t seed = 4000;
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
