@@ -1,5 +1,5 @@
 // The depthwise convolution kernel (depthwise.h): the plan here, the bands in the
-// per-instruction-set kernels (simd_kernels.h, dw_planes).
+// per-instruction-set kernels (simd_depthwise.h, dw_planes).
 #include "src/cpu/depthwise.h"
 
 #include <algorithm>

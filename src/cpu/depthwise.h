@@ -10,9 +10,9 @@
 // band's pixels, read as one flat row q = y * wq + x, take one unit-stride vector load per
 // tap whatever the stride, however narrow the plane (a 7 x 7 plane fills 16-lane vectors
 // too); the x >= ow lanes between rows are computed and dropped. A 3 x 3 filter keeps its
-// nine weights in registers (simd_kernels.h, dw_planes). A 3 x 3 filter of stride 1 or 2 and
+// nine weights in registers (simd_depthwise.h, dw_planes). A 3 x 3 filter of stride 1 or 2 and
 // padding 1 over whole output rows reads the plane straight instead, with no band
-// (simd_kernels.h, dw_direct3, dw_direct3s2).
+// (simd_depthwise.h, dw_direct3, dw_direct3s2).
 #include "src/cpu/gemm.h"
 #include "src/cpu/im2col.h"
 

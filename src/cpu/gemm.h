@@ -63,7 +63,7 @@ inline constexpr int kMaxStreamedRows = 16;
 inline constexpr std::int64_t kStreamDepth = 64;
 
 // How a depthwise convolution of geometry g runs (depthwise.h, depthwise_plan; the kernel:
-// simd_kernels.h, dw_planes): output rows of pitch wq = ow + (kw - 1) * dw / sw in a flat
+// simd_depthwise.h, dw_planes): output rows of pitch wq = ow + (kw - 1) * dw / sw in a flat
 // buffer (flat elements), `rows` of them per band, read from pr x pc phase planes of the
 // band's input rows (plane elements apart, rows of pitch wq, slack zeros after the last),
 // oy rows more than the band's outputs. scratch_elems: the values of both.

@@ -16,7 +16,6 @@ namespace {
 
 using I64 = std::int64_t;
 
-
 // Pixels per task of the f32 kernel.
 constexpr I64 kPixelBlock = 256;
 
