@@ -9,6 +9,9 @@ namespace kiln::tiers::vmath {
 // (2.1e-9 with the coefficients rounded to float), 2^n applied in two halves (subnormal
 // results, overflow).
 constexpr float kExpP[] = {1.38436351e-3f, 8.37417133e-3f, 4.16680016e-2f, 1.66664317e-1f, 4.99999940e-1f, 1.0f};
+// exp inside a sigmoid (tier 2's exp_sigmoid_f32): P of degree 4, fitted the same way (9.2e-8,
+// 0.8 ulp): one FMA fewer on the pipes a SiLU saturates, for one ulp more in its worst case.
+constexpr float kExpSigmoidP[] = {8.29030620e-3f, 4.18979761e-2f, 1.66676366e-1f, 4.99991492e-1f, 9.99999707e-1f};
 // log: Cephes logf on m - 1, m in [sqrt(1/2), sqrt(2)).
 constexpr float kLogP[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
                            -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
