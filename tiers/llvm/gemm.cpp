@@ -145,8 +145,10 @@ void GemmGen::run(Value* begin, Value* end) {
     if (const std::int64_t run = h_.im2col ? chan_run() : 0; run > 0) {
         cacc_t_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(2 * run)), nullptr, "chan.acc");
         cacc_t_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
-        if (vw_ * es_ == 32) {  // (chan_run() > 0: n_ is bound)
-            crows_ld_ = llvm::cast<llvm::ConstantInt>(n_)->getSExtValue() + run + vw_;
+        auto* dense = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
+        const std::int64_t npix = llvm::cast<llvm::ConstantInt>(n_)->getSExtValue();  // (chan_run() > 0: n_ is bound)
+        if (vw_ * es_ == 32 || (dense && dense->isOne() && npix <= kChanRowsMax)) {
+            crows_ld_ = npix + run + vw_;
             crows_ = b_.CreateAlloca(t_, i64(2 * vw_ * crows_ld_), "chan.rows");
             crows_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         }

@@ -29,6 +29,10 @@ namespace kiln::tiers::llvm_tier::gemm_detail {
 
 using llvm::Value;
 
+// chan() at 512 bits: dense images of at most these pixels collect their runs in rows
+// (crows_: 32 rows of them, 37 KiB at 256 pixels) for one epilogue over each row, as at 256
+// bits; larger ones run it per run.
+inline constexpr std::int64_t kChanRowsMax = 256;
 inline constexpr std::int64_t kStreamCols = 512;  // columns per call of the rows kernel (stream())
 // Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
 // fewer input rows read twice by consecutive calls; the stack buffer holds them.
@@ -65,7 +69,7 @@ private:
     llvm::AllocaInst* dwp_ = nullptr;   // depthwise(): the planes', then the filters' pointers
     llvm::AllocaInst* dacc_ = nullptr;  // grid(): the accumulators
     llvm::AllocaInst* cacc_t_ = nullptr;  // chan(): its accumulators
-    llvm::AllocaInst* crows_ = nullptr;   // chan() at 256 bits: a tile's rows of the block's pixels
+    llvm::AllocaInst* crows_ = nullptr;   // chan()'s dense images (kChanRowsMax): a tile's rows of the block's pixels
     std::int64_t crows_ld_ = 0;           // (their stride)
     llvm::AllocaInst* dw_inits_ = nullptr;  // depthwise_planes(): each plane's bias (DirectDw)
     llvm::AllocaInst* dw_ok_ = nullptr;     // depthwise_planes(): the planes' bases are uniform
