@@ -82,8 +82,16 @@ std::int64_t GemmGen::chan_run() {
     const double split = vw_ * es_ == 32 && (npix * es_) % 64 != 0 ? 1.2 : 1.0;
     const double pixel = split * double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
                          double(k * mr_ * nv_ + 60);
+    // At 512 bits a dense image of at most kChanRowsMax pixels runs its epilogue once per row
+    // of the block (crows_), not per run: ~100 cycles a run, its transposes. So chosen, at
+    // 14 x 14 and 13 x 13 (1 thread, AMD EPYC Zen 4; channel against pixel lanes): 112 -> 672
+    // with SiLU 0.302 against 0.326 ms, 96 -> 576 relu6 0.209 / 0.224, 80 -> 480 SiLU 0.165 /
+    // 0.175, 64 -> 384 relu6 0.098 / 0.102, 512 -> 64 relu 0.101 / 0.111; left on pixel lanes:
+    // 672 -> 112 (0.294 / 0.293), 480 -> 112 (0.212 / 0.210), 480 -> 80 (0.158 / 0.150),
+    // 64 -> 256 relu at 13 x 13 (0.066 / 0.058-0.064).
+    const std::int64_t per_run = vw_ * es_ == 64 && dense && npix <= kChanRowsMax ? 100 : 500;
     const double chan = double(blocks * round_up(rows, CT) / CT) * double((dense ? 1 : oh) * best / run) *
-                        double(k * 2 * run + 500);
+                        double(k * 2 * run + per_run);
     return chan <= 0.95 * pixel ? run : 0;
 }
 
