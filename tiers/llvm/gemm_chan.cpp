@@ -90,8 +90,12 @@ std::int64_t GemmGen::chan_run() {
     // 672 -> 112 (0.294 / 0.293), 480 -> 112 (0.212 / 0.210), 480 -> 80 (0.158 / 0.150),
     // 64 -> 256 relu at 13 x 13 (0.066 / 0.058-0.064).
     const std::int64_t per_run = vw_ * es_ == 64 && dense && npix <= kChanRowsMax ? 100 : 500;
-    const double chan = double(blocks * round_up(rows, CT) / CT) * double((dense ? 1 : oh) * best / run) *
-                        double(k * 2 * run + per_run);
+    // A last tile of at most VW channels costs half a tile (chan() runs it on one vector): at
+    // 512 bits 672 -> 112 at 14 x 14 took channel lanes, 0.293 -> 0.257 ms, and 480 -> 80
+    // 0.151 -> 0.132 (1 thread, AMD EPYC Zen 4); no choice changed at 256 bits in
+    // squeezenet1_1, efficientnet_b0 or resnet18.
+    const double tiles = double(round_up(rows, vw_)) / double(CT);
+    const double chan = double(blocks) * tiles * double((dense ? 1 : oh) * best / run) * double(k * 2 * run + per_run);
     return chan <= 0.95 * pixel ? run : 0;
 }
 
@@ -141,7 +145,9 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
             const bool wide = vw_ * es_ == 64;  // a tile reads both lines of a depth step
             // One run: the R pixels from grid pixel `base` on, of which the `n` from `lead` on
             // are stored, as output pixels from `col`.
-            auto run = [&](Value* base, Value* lead, Value* col, Value* n, Value* rows_at) {
+            // nv: the tile's vectors of channels, 2, or 1 for a last tile of at most VW
+            // channels (112 channels at 512 bits: three tiles of 32 and one of 16).
+            auto run = [&](Value* base, Value* lead, Value* col, Value* n, Value* rows_at, int nv) {
                 Value* zero = llvm::ConstantAggregateZero::get(vt_);
                 for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
                 loop(i64(0), geo.cin, i64(1), "chan.ci", [&](Value* ci) {
@@ -153,7 +159,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                             Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
                             Value* wrow = elem(ap, b_.CreateMul(k, i64(L)));
                             Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
-                            Value* w1 = b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea);
+                            Value* w1 = nv == 2 ? b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea) : nullptr;
                             Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
                             for (int line = 0; line < (wide ? 2 : 1); ++line) {
                                 Value* p = line ? b_.CreateGEP(t_, pf, i64(vw_)) : pf;
@@ -162,7 +168,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                             for (std::int64_t r = 0; r < R; ++r) {
                                 Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);
                                 Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), x);
-                                for (int v = 0; v < 2; ++v) {
+                                for (int v = 0; v < nv; ++v) {
                                     Value* p = accp(2 * r + v);
                                     Value* acc = b_.CreateAlignedLoad(vt_, p, va);
                                     b_.CreateAlignedStore(
@@ -174,7 +180,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 }, true);
                 // Transposed in registers into the stack tile: row c (a channel) holds the
                 // run's pixels, VW apart, for the epilogue's vector loops.
-                for (int v = 0; v < 2; ++v) {
+                for (int v = 0; v < nv; ++v) {
                     std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
                     for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
                     transpose(sq);
@@ -187,39 +193,45 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 }
                 if (!rows_at) epilogue(elem(tile_, lead), vw_, row0, count, col, n);
             };
-            if (dense) {
-                // The image as one row: the run [x0, x0 + R) ends inside it (R <= its pixels)
-                // and stores [xa, min(xa + R, j1)).
-                // The runs' results go into rows of the block's pixels (crows_, from column R
-                // on: a run may start up to R - 1 pixels before the block), and the epilogue
-                // runs once over them. At 256 bits, on a run's row of at most 6 pixels, shorter
-                // than a vector, it ran as scalars (efficientnet_b0's 192 -> 1152 1x1 with
-                // SiLU at 7 x 7: 0.32 ms on pixel lanes, 0.45 ms so; AVX2, AMD EPYC Zen 4); at
-                // 512 bits in masked vectors of 12 of 16 lanes, and of 1 for the last pixel of
-                // 49 (the same conv 0.27 -> 0.215 ms with rows, ONNX Runtime 0.22; without
-                // SiLU 0.214 -> 0.199; 160 -> 960 at 7 x 7 0.159 -> 0.140; 1 thread).
-                loop(j0, j1, i64(R), "chan.x", [&](Value* xa) {
-                    Value* x0 = smin(xa, b_.CreateSub(n_, i64(R)));
-                    Value* at = crows_ ? elem(crows_, b_.CreateAdd(b_.CreateSub(x0, j0), i64(R))) : nullptr;
-                    run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), j1), xa), at);
+            auto runs = [&](int nv) {
+                if (dense) {
+                    // The image as one row: the run [x0, x0 + R) ends inside it (R <= its pixels)
+                    // and stores [xa, min(xa + R, j1)).
+                    // The runs' results go into rows of the block's pixels (crows_, from column R
+                    // on: a run may start up to R - 1 pixels before the block), and the epilogue
+                    // runs once over them. At 256 bits, on a run's row of at most 6 pixels, shorter
+                    // than a vector, it ran as scalars (efficientnet_b0's 192 -> 1152 1x1 with
+                    // SiLU at 7 x 7: 0.32 ms on pixel lanes, 0.45 ms so; AVX2, AMD EPYC Zen 4); at
+                    // 512 bits in masked vectors of 12 of 16 lanes, and of 1 for the last pixel of
+                    // 49 (the same conv 0.27 -> 0.215 ms with rows, ONNX Runtime 0.22; without
+                    // SiLU 0.214 -> 0.199; 160 -> 960 at 7 x 7 0.159 -> 0.140; 1 thread).
+                    loop(j0, j1, i64(R), "chan.x", [&](Value* xa) {
+                        Value* x0 = smin(xa, b_.CreateSub(n_, i64(R)));
+                        Value* at = crows_ ? elem(crows_, b_.CreateAdd(b_.CreateSub(x0, j0), i64(R))) : nullptr;
+                        run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), j1), xa), at, nv);
+                    }, true);
+                    if (crows_) long_epilogue(elem(crows_, i64(R)), crows_ld_, row0, count, j0, b_.CreateSub(j1, j0));
+                    return;
+                }
+                Value* y0 = b_.CreateSDiv(j0, im_ow_);
+                Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
+                loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
+                    Value* yo = b_.CreateMul(y, im_ow_);
+                    Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
+                    Value* xe = smin(im_ow_, b_.CreateSub(j1, yo));
+                    loop(xs, xe, i64(R), "chan.x", [&](Value* xa) {
+                        // The run [x0, x0 + R) ends inside the row; it stores [xa, min(xa + R, xe)).
+                        Value* x0 = smin(xa, b_.CreateSub(im_ow_, i64(R)));
+                        Value* g = b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
+                        run(elem(buf, g), b_.CreateSub(xa, x0), b_.CreateAdd(yo, xa),
+                            b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa), nullptr, nv);
+                    }, true);
                 }, true);
-                if (crows_) long_epilogue(elem(crows_, i64(R)), crows_ld_, row0, count, j0, b_.CreateSub(j1, j0));
-                return;
-            }
-            Value* y0 = b_.CreateSDiv(j0, im_ow_);
-            Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
-            loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
-                Value* yo = b_.CreateMul(y, im_ow_);
-                Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
-                Value* xe = smin(im_ow_, b_.CreateSub(j1, yo));
-                loop(xs, xe, i64(R), "chan.x", [&](Value* xa) {
-                    // The run [x0, x0 + R) ends inside the row; it stores [xa, min(xa + R, xe)).
-                    Value* x0 = smin(xa, b_.CreateSub(im_ow_, i64(R)));
-                    Value* g = b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
-                    run(elem(buf, g), b_.CreateSub(xa, x0), b_.CreateAdd(yo, xa),
-                        b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa), nullptr);
-                }, true);
-            }, true);
+            };
+            // A last tile of at most VW channels runs on one vector of them (half the FMAs).
+            auto* rc = llvm::dyn_cast<llvm::ConstantInt>(rows);
+            if (rc && rc->getSExtValue() % CT == 0) runs(2);
+            else if_else(b_.CreateICmpSGT(count, i64(vw_)), [&] { runs(2); }, [&] { runs(1); });
         });
     };
     if (dense) return body();
