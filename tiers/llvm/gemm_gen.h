@@ -33,6 +33,7 @@ using llvm::Value;
 // (crows_: 32 rows of them, 37 KiB at 256 pixels) for one epilogue over each row, as at 256
 // bits; larger ones run it per run.
 inline constexpr std::int64_t kChanRowsMax = 256;
+inline constexpr std::int64_t kBPrefetchK = 16;  // blocked(): depth steps a 256-bit tile prefetches B ahead
 inline constexpr std::int64_t kStreamCols = 512;  // columns per call of the rows kernel (stream())
 // Pixels of one channel per call of the depthwise kernel (depthwise()): fewer calls, and
 // fewer input rows read twice by consecutive calls; the stack buffer holds them.
