@@ -228,9 +228,11 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                     }, true);
                 }, true);
             };
-            // A last tile of at most VW channels runs on one vector of them (half the FMAs).
-            auto* rc = llvm::dyn_cast<llvm::ConstantInt>(rows);
-            if (rc && rc->getSExtValue() % CT == 0) runs(2);
+            // A last tile of at most VW channels runs on one vector of them (half the FMAs),
+            // emitted only where the group's channels leave one (row blocks are whole tiles:
+            // chan_run()), as it doubles the code to compile.
+            const std::int64_t tail = bound_value(m_) % CT;
+            if (tail == 0 || tail > vw_) runs(2);
             else if_else(b_.CreateICmpSGT(count, i64(vw_)), [&] { runs(2); }, [&] { runs(1); });
         });
     };
