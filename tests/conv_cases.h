@@ -203,9 +203,10 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 64; c.o = 32; c.h = 13; c.w = 13; c.pad = {1, 1}; c.epi = 1; });
     add([](ConvCase& c) { c.c = 256; c.o = 320; c.h = 5; c.w = 5; c.kh = 1; c.kw = 1; });
     // Dense 1x1 convs on channel lanes (at 256 bits too), runs across output rows, the
-    // epilogue over each tile's rows of the block (at both widths: gemm_chan.cpp): 40 channels (tiles of 16, 16 and 8) at
-    // 14 x 14 in two column blocks (112 and 84 pixels: each block's last run starts early)
-    // with a residual, 7 x 7 with relu, and 7 x 7 with SiLU on two samples.
+    // epilogue over each tile's rows of the block (at both widths: gemm_chan.cpp): 40
+    // channels (tiles of 16, 16 and 8, the last on one vector at 256 bits) at 14 x 14 in two
+    // column blocks (112 and 84 pixels: each block's last run starts early) with a
+    // residual, 7 x 7 with relu, and 7 x 7 with SiLU on two samples.
     add([](ConvCase& c) { c.c = 800; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 3; });
     add([](ConvCase& c) { c.c = 200; c.o = 48; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.epi = 1; });
     add([](ConvCase& c) { c.c = 192; c.o = 96; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 4; });
