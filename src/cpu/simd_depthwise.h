@@ -73,6 +73,18 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
     }
 }
 
+// The direct 3 x 3 kernels' U vectors of two output rows (dw_direct3, dw_direct3s2): a0 at
+// o, and where `two`, a1 one output row (ld) below, clamped to [vlo, vhi].
+template <class S, int U>
+inline void dw_store_pair(const typename S::V (&a0)[U], const typename S::V (&a1)[U], typename S::T* o, std::int64_t ld,
+                          bool two, typename S::V vlo, typename S::V vhi) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+        S::store(o + u * S::W, S::clamp(a0[u], vlo, vhi));
+        if (two) S::store(o + ld + u * S::W, S::clamp(a1[u], vlo, vhi));
+    }
+}
+
 // Output rows [y0, y1) of one depthwise plane whose filter is 3 x 3 with stride 1, padding 1
 // and dilation 1 (the output plane is the input's h x w), read straight from the input plane
 // x into out + (y - y0) * w: no band, no flat output. Output row r reads input rows r - 1 to
@@ -119,11 +131,7 @@ void dw_direct3(const typename S::T* x, std::int64_t h, std::int64_t w, std::int
                     if (i > 0) a1[u] = S::fma(wv[(i - 1) * 3 + j], v, a1[u]);
                 }
         }
-#pragma GCC unroll 2
-        for (int u = 0; u < U; ++u) {
-            S::store(o + c + u * W, S::clamp(a0[u], vlo, vhi));
-            if (two) S::store(o + w + c + u * W, S::clamp(a1[u], vlo, vhi));
-        }
+        dw_store_pair<S, U>(a0, a1, o + c, w, two, vlo, vhi);
     };
     constexpr std::integral_constant<int, 1> one{};
     constexpr std::integral_constant<int, 2> pair{};
@@ -189,11 +197,7 @@ void dw_direct3s2(const typename S::T* x, std::int64_t h, std::int64_t w, std::i
                 }
             }
         }
-#pragma GCC unroll 2
-        for (int u = 0; u < U; ++u) {
-            S::store(o + c + u * W, S::clamp(a0[u], vlo, vhi));
-            if (two) S::store(o + ow + c + u * W, S::clamp(a1[u], vlo, vhi));
-        }
+        dw_store_pair<S, U>(a0, a1, o + c, ow, two, vlo, vhi);
     };
     constexpr std::integral_constant<int, 1> one{};
     constexpr std::integral_constant<int, 2> pair{};
