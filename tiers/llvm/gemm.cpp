@@ -147,7 +147,7 @@ void GemmGen::run(Value* begin, Value* end) {
         cacc_t_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         auto* dense = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
         const std::int64_t npix = llvm::cast<llvm::ConstantInt>(n_)->getSExtValue();  // (chan_run() > 0: n_ is bound)
-        if (vw_ * es_ == 32 || (dense && dense->isOne() && npix <= kChanRowsMax)) {
+        if (chan_rows(dense && dense->isOne(), npix)) {
             crows_ld_ = npix + run + vw_;
             crows_ = b_.CreateAlloca(t_, i64(2 * vw_ * crows_ld_), "chan.rows");
             crows_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));

@@ -89,7 +89,7 @@ std::int64_t GemmGen::chan_run() {
     // 0.175, 64 -> 384 relu6 0.098 / 0.102, 512 -> 64 relu 0.101 / 0.111; left on pixel lanes:
     // 672 -> 112 (0.294 / 0.293), 480 -> 112 (0.212 / 0.210), 480 -> 80 (0.158 / 0.150),
     // 64 -> 256 relu at 13 x 13 (0.066 / 0.058-0.064).
-    const std::int64_t per_run = vw_ * es_ == 64 && dense && npix <= kChanRowsMax ? 100 : 500;
+    const std::int64_t per_run = vw_ * es_ == 64 && chan_rows(dense, npix) ? 100 : 500;
     // A last tile of at most VW channels costs half a tile (chan() runs it on one vector): at
     // 512 bits 672 -> 112 at 14 x 14 took channel lanes, 0.293 -> 0.257 ms, and 480 -> 80
     // 0.151 -> 0.132 (1 thread, AMD EPYC Zen 4); no choice changed at 256 bits in

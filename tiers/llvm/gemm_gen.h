@@ -212,6 +212,10 @@ private:
     // a dense 1x1 conv, and fewer vector cycles than grid() by at least 5%), else 0.
     std::int64_t chan_run();
     std::int64_t chan_max_run() const { return vw_ * es_ == 64 ? kMaxChanRun : kMaxChanRun256; }
+    // Whether chan()'s runs collect into rows of the block's pixels (crows_): every dense
+    // image at 256 bits (the only kind chan() runs there), at 512 those of at most
+    // kChanRowsMax pixels.
+    bool chan_rows(bool dense, std::int64_t npix) const { return dense && (vw_ * es_ == 32 || npix <= kChanRowsMax); }
     void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
     // Transposes VW vectors of VW lanes in place: m[c][r] = m[r][c] (shuffles).
     void transpose(std::vector<Value*>& m);
