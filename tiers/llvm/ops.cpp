@@ -220,14 +220,17 @@ Value* OpEmitter::sigmoid(Value* x, bool f32) {
 // x * sigmoid(z) as x / (1 + exp(-z)) (f32): one division, no multiply, and one rounding
 // fewer; x = -inf with exp(-z) = inf gives NaN as -inf * 0 does (silu(-inf), gelu(-inf)).
 // A true division: the divider runs beside the FMA pipes this code saturates (a reciprocal
-// estimate + Newton step measured 8% slower on the elementwise chain).
+// estimate + Newton step measured 8% slower on the elementwise chain). Where x is z (SiLU)
+// z's NaN reaches the quotient through x, so exp_sigmoid_f32 may clamp z without keeping it.
 Value* OpEmitter::x_sigmoid_f32(Value* x, Value* z) {
     llvm::Type* ty = x->getType();
-    Value* q = b_.CreateFDiv(x, b_.CreateFAdd(fconst(ty, 1.0), exp_sigmoid_f32(b_.CreateFNeg(z))));
+    Value* q = b_.CreateFDiv(x, b_.CreateFAdd(fconst(ty, 1.0), exp_sigmoid_f32(z, x == z)));
     auto* c = llvm::dyn_cast<llvm::ConstantFP>(x);
     auto* div = llvm::dyn_cast<llvm::Instruction>(q);  // (not folded to a constant)
-    if (c && c->isExactlyValue(1.0) && div)
+    if (c && c->isExactlyValue(1.0) && div) {
         div->setMetadata(kSigmoidMark, llvm::MDNode::get(b_.getContext(), {}));
+        sigmoid_args_[div] = z;
+    }
     return q;
 }
 
@@ -260,8 +263,11 @@ Value* OpEmitter::emit_binary(BinaryOp op, Type t, Value* x, Value* y) {
             // y * sigmoid(z) (ONNX's SiLU, x * Sigmoid(x)) as y / (1 + exp(-z)): one division
             // instead of a division and a multiply, and one rounding fewer; the same at every
             // special value, as 1 + exp(-z) is NaN or at least 1 (x_sigmoid_f32).
-            if (Value* d = sigmoid_denominator(y)) return b_.CreateFDiv(x, d);
-            if (Value* d = sigmoid_denominator(x)) return b_.CreateFDiv(y, d);
+            // A product with the sigmoid's own argument (x * Sigmoid(x)) is emitted afresh as
+            // SiLU (x_sigmoid_f32(x, x): its clamps need not keep NaN); the sigmoid's own
+            // chain stays only where something else reads it.
+            if (Value* d = sigmoid_denominator(y)) return sigmoid_args_[y] == x ? x_sigmoid_f32(x, x) : b_.CreateFDiv(x, d);
+            if (Value* d = sigmoid_denominator(x)) return sigmoid_args_[x] == y ? x_sigmoid_f32(y, y) : b_.CreateFDiv(y, d);
             return b_.CreateFMul(x, y);
         case BinaryOp::div: return b_.CreateFDiv(x, y);
         case BinaryOp::pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);

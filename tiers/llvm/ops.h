@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 
 namespace llvm {
 class IRBuilderBase;
@@ -53,13 +54,15 @@ private:
     // Marks the division of an f32 sigmoid, 1 / (1 + exp(-z)), which a product with it folds
     // into (emit_binary, mul).
     static constexpr const char* kSigmoidMark = "kiln.sigmoid";
+    std::unordered_map<const llvm::Value*, llvm::Value*> sigmoid_args_;  // marked division -> its z
     llvm::Value* compare(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
 
     // ---- f32 polynomials (vmath.cpp) ----
     template <std::size_t N> llvm::Value* horner(const float (&c)[N], llvm::Value* x);
     llvm::Value* exp_f32(llvm::Value* x);
-    // exp(x) for sigmoid: 0 below the smallest normal result, inf from x ~ 88.37 (vmath.cpp).
-    llvm::Value* exp_sigmoid_f32(llvm::Value* x);
+    // exp(-z) for sigmoid: 0 below the smallest normal result, inf from z ~ -88.37; with
+    // nan_in_numerator the caller's numerator carries z's NaN (vmath.cpp).
+    llvm::Value* exp_sigmoid_f32(llvm::Value* z, bool nan_in_numerator);
     llvm::Value* log_f32(llvm::Value* x);
     llvm::Value* tanh_f32(llvm::Value* x);
     llvm::Value* erf_f32(llvm::Value* x);
