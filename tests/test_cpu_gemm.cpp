@@ -380,6 +380,69 @@ TEST_CASE("cpu gemm: the depthwise kernel clamps as it stores, as maximum and mi
     }
 }
 
+// SiLU as the kernel stores (DwPlan::silu, a conv's SiLU epilogue applied by the kernel):
+// for each path, the plain outputs put through v / (1 + exp(-v)) in double, within 4 ulp of
+// T (f32: the vector kernels' exp polynomial, tier 2's; f64: lane by lane in double);
+// results below 32 times the smallest normal may be 0 (exp(-v) overflows there); NaN where
+// the plain output is NaN or -inf (-inf * 0), inf at inf.
+template <class T>
+void check_depthwise_silu(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 nch, std::uint64_t seed) {
+    const I64 npix = oh * g.ow, taps = g.kh * g.kw;
+    std::vector<T> x = random_values<T>(static_cast<std::size_t>(nch * g.h * g.w), seed);
+    std::vector<T> w = random_values<T>(static_cast<std::size_t>(nch * taps), seed + 1);
+    std::vector<T> init = random_values<T>(static_cast<std::size_t>(nch), seed + 2);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] *= T(i % 3 == 0 ? 40 : 4);  // outputs out to about +-100
+    const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity()};
+    for (std::size_t i = 0; i < 3; ++i) x[(static_cast<std::size_t>(seed) * 7 + i * 131) % x.size()] = specials[i];
+    std::vector<const T*> xs, ws;
+    for (I64 k = 0; k < nch; ++k) {
+        xs.push_back(x.data() + k * g.h * g.w);
+        ws.push_back(w.data() + k * taps);
+    }
+    const kiln::cpu::DwPlan plain = kiln::cpu::depthwise_plan(g);
+    kiln::cpu::DwPlan silu = plain;
+    silu.silu = true;
+    std::vector<T> scratch(static_cast<std::size_t>(plain.scratch_elems));
+    std::vector<T> want(static_cast<std::size_t>(nch * npix)), got(want.size());
+    kiln::cpu::depthwise_planes<T>(isa, g, plain, nch, xs.data(), ws.data(), init.data(), want.data(), npix, 0, npix,
+                                   scratch.data());
+    kiln::cpu::depthwise_planes<T>(isa, g, silu, nch, xs.data(), ws.data(), init.data(), got.data(), npix, 0, npix,
+                                   scratch.data());
+    int mismatches = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const double v = want[i], s = v / (1.0 + std::exp(-v));
+        const T sw = static_cast<T>(s);
+        bool ok;
+        if (std::isnan(v) || v == -std::numeric_limits<double>::infinity()) ok = std::isnan(got[i]);
+        else if (std::isinf(v)) ok = got[i] == sw;
+        else if (std::fabs(s) < 32 * static_cast<double>(std::numeric_limits<T>::min())) ok = std::fabs(got[i]) <= 32 * std::numeric_limits<T>::min();
+        else ok = std::fabs(static_cast<double>(got[i]) - s) <= 4 * (std::nextafter(std::fabs(sw), std::numeric_limits<T>::infinity()) - std::fabs(sw));
+        if (!ok && ++mismatches <= 3) FAIL_CHECK("output ", i, ": got ", got[i], ", want ", s, " (plain ", want[i], ")");
+    }
+    CHECK(mismatches == 0);
+}
+
+TEST_CASE("cpu gemm: the depthwise kernel applies SiLU as it stores (every path, NaN, inf)") {
+    struct Case { I64 hw, k, s, p, nch; };
+    const Case cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
+                          {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}, {28, 5, 2, 2, 16}};
+    std::uint64_t seed = 6000;
+    for (CpuIsa isa : runnable_isas()) {
+        INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
+        for (const Case& c : cases) {
+            CAPTURE(c.hw);
+            CAPTURE(c.k);
+            CAPTURE(c.s);
+            kiln::cpu::Im2colShape g{1, c.hw, c.hw, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
+            g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
+            const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1;
+            check_depthwise_silu<float>(isa, g, oh, c.nch, seed += 10);
+            check_depthwise_silu<double>(isa, g, oh, c.nch, seed += 10);
+        }
+    }
+}
+
 TEST_CASE("cpu gemm: the instruction set is the best the CPU reports, AVX-512 only where it runs") {
     const CpuIsa host = kiln::cpu::host_cpu_isa();
     MESSAGE("kernel instruction set: " << std::string(kiln::cpu::cpu_isa_name(kiln::cpu::kernel_cpu_isa())));

@@ -3,7 +3,7 @@
 // interpreter's kernels (tiers/interp/elementwise.cpp), the KIR evaluator (src/kir/eval.cpp)
 // and the functions that tier 1's code calls for f64 and libm ops (tiers/asmjit/callouts.cpp)
 // all compute with these, so they agree bit for bit. The code the tiers inline (LLVM IR,
-// x86 sequences, the f32 polynomials of tiers/vmath_coeffs.h) implements the same
+// x86 sequences, the f32 polynomials of src/cpu/vmath_coeffs.h) implements the same
 // formulas, exactly where the tier documents it and within the tier tests' tolerance where
 // it approximates.
 //

@@ -76,7 +76,9 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // The outputs are stored clamped to [lo, hi]: minimum(maximum(v, lo), hi) as
 // src/core/scalar_ops.h takes them (a NaN v stays NaN; a v equal to a bound, -0 and +0
 // included, stays v), a conv's relu6 or Clip applied as the kernel stores rather than in a
-// pass of its own; the default bounds leave every value as it is.
+// pass of its own; the default bounds leave every value as it is. With `silu` the clamped
+// value v is then stored as v / (1 + exp(-v)) (a conv's SiLU epilogue; the f32 vector
+// kernels compute it as tier 2 does: simd_avx2.cpp, simd_avx512.cpp, silu).
 // The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
 inline constexpr std::int64_t kDwChanTaps = 49;
 inline constexpr int kDwRun = 7;
@@ -86,6 +88,7 @@ struct DwPlan {
     bool chan = false, runs = false;
     std::int64_t cw = 0;
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    bool silu = false;  // then SiLU, x / (1 + exp(-x)), of the clamped outputs
 };
 
 // depthwise.h's depthwise_planes for one instruction set (plan: depthwise_plan(g)).

@@ -4,22 +4,55 @@
 // the band kernel dw_planes and its taps (dw_taps), the direct 3 x 3 rows (dw_direct3,
 // dw_direct3s2), and the channel-lane path for small planes (dw_channels, with dw_run and
 // dw_channel_runs for 5-column filters).
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 namespace kiln::cpu::simd {
 
-// flat[q] = clamp(init + sum over taps t of w[t] * (pixel q of tap t)) for the flat
-// positions q < n of a depthwise band (dw_planes), tap t = i * kw + j at in(i, j), clamped
-// to [lo, hi] (DwPlan).
-template <class S, class Tap>
+// SiLU, x / (1 + exp(-x)), of each lane: S::silu where the traits have it (the f32 vector
+// types: simd_avx2.cpp, simd_avx512.cpp), else lane by lane in double.
+template <class S> [[gnu::always_inline]] inline typename S::V dw_silu(typename S::V v) {
+    if constexpr (requires { S::silu(v); }) {
+        return S::silu(v);
+    } else {
+        using T = typename S::T;
+        alignas(64) T lanes[S::W];
+        S::store(lanes, v);
+        for (T& x : lanes) x = static_cast<T>(static_cast<double>(x) / (1.0 + std::exp(-static_cast<double>(x))));
+        return S::load(lanes);
+    }
+}
+
+// What the depthwise kernels apply to each output vector as they store it (DwPlan): the
+// clamp to [lo, hi], then SiLU where kSilu. A template argument, not a flag: SiLU's code in
+// a kernel's loop, even where not taken, ran the loops without it up to 17% slower at 256
+// bits (registers), so each kernel is made once without and once with it.
+template <class S, bool kSilu> struct DwFinish {
+    typename S::V lo, hi;
+    explicit DwFinish(const DwPlan& pl) {
+        const typename S::T l = typename S::T(pl.lo), h = typename S::T(pl.hi);
+        lo = S::bcast(&l);
+        hi = S::bcast(&h);
+    }
+    [[gnu::always_inline]] typename S::V operator()(typename S::V v) const {
+        v = S::clamp(v, lo, hi);
+        if constexpr (kSilu) v = dw_silu<S>(v);
+        return v;
+    }
+};
+
+// flat[q] = fin(init + sum over taps t of w[t] * (pixel q of tap t)) for the flat
+// positions q < n of a depthwise band (dw_planes), tap t = i * kw + j at in(i, j), `fin`
+// the plan's clamp and SiLU (DwFinish).
+template <class S, class Tap, class Fin>
 void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::T* w, typename S::T init,
-             typename S::T* flat, typename S::T lo, typename S::T hi) {
+             typename S::T* flat, const Fin& fin) {
     using T = typename S::T;
     using V = typename S::V;
     using I64 = std::int64_t;
     constexpr int W = S::W, U = 4;
-    const V vinit = S::bcast(&init), vlo = S::bcast(&lo), vhi = S::bcast(&hi);
+    const V vinit = S::bcast(&init);
     if (g.kh == 3 && g.kw == 3) {  // the nine weights stay in registers
         const T* in[9];
         V wv[9];
@@ -38,13 +71,13 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
 #pragma GCC unroll 4
                 for (int u = 0; u < U; ++u) acc[u] = S::fma(wv[t], S::load(in[t] + q + u * W), acc[u]);
 #pragma GCC unroll 4
-            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, S::clamp(acc[u], vlo, vhi));
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, fin(acc[u]));
         }
         for (; q < n; q += W) {  // the last vector reads and writes into the slack
             V acc = vinit;
 #pragma GCC unroll 9
             for (int t = 0; t < 9; ++t) acc = S::fma(wv[t], S::load(in[t] + q), acc);
-            S::store(flat + q, S::clamp(acc, vlo, vhi));
+            S::store(flat + q, fin(acc));
         }
         return;
     }
@@ -57,7 +90,7 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
         const I64 nt = taps - t0 < kTapChunk ? taps - t0 : kTapChunk;
         for (I64 t = 0; t < nt; ++t) in[t] = in_of((t0 + t) / g.kw, (t0 + t) % g.kw);
         const T* wt = w + t0;
-        const bool last = t0 + nt == taps;  // the sums are whole: clamped as stored
+        const bool last = t0 + nt == taps;  // the sums are whole: finished as stored
         for (I64 q = 0; q < n; q += U * W) {
             V acc[U];
 #pragma GCC unroll 4
@@ -68,13 +101,14 @@ void dw_taps(const Im2colShape& g, std::int64_t n, Tap in_of, const typename S::
                 for (int u = 0; u < U; ++u) acc[u] = S::fma(wv, S::load(in[t] + q + u * W), acc[u]);
             }
 #pragma GCC unroll 4
-            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, last ? S::clamp(acc[u], vlo, vhi) : acc[u]);
+            for (int u = 0; u < U; ++u) S::store(flat + q + u * W, last ? fin(acc[u]) : acc[u]);
         }
     }
 }
 
 // The direct 3 x 3 kernels' U vectors of two output rows (dw_direct3, dw_direct3s2): a0 at
-// o, and where `two`, a1 one output row (ld) below, clamped to [vlo, vhi].
+// o, and where `two`, a1 one output row (ld) below, clamped to [vlo, vhi] (their SiLU comes
+// after each plane: dw_silu_row).
 template <class S, int U>
 inline void dw_store_pair(const typename S::V (&a0)[U], const typename S::V (&a1)[U], typename S::T* o, std::int64_t ld,
                           bool two, typename S::V vlo, typename S::V vhi) {
@@ -83,6 +117,26 @@ inline void dw_store_pair(const typename S::V (&a0)[U], const typename S::V (&a1
         S::store(o + u * S::W, S::clamp(a0[u], vlo, vhi));
         if (two) S::store(o + ld + u * S::W, S::clamp(a1[u], vlo, vhi));
     }
+}
+
+// SiLU in place over the n >= W values at p: run over each plane of the direct 3 x 3 kernels
+// after them, while it is in L1 (SiLU's code inside their loop, taken or not, ran them up to
+// 1.5x slower: 144 channels at 56 x 56, AMD EPYC Zen 4). The last vector, which may overlap
+// the ones before it, is taken from the values before any changed and stored last, so that
+// no value is put through twice.
+template <class S> void dw_silu_row(typename S::T* p, std::int64_t n) {
+    using V = typename S::V;
+    constexpr int W = S::W;
+    const std::int64_t last = n - W;
+    const V tail = dw_silu<S>(S::load(p + last));
+    std::int64_t i = 0;
+    for (; i + 2 * W <= last; i += 2 * W) {
+        const V v0 = dw_silu<S>(S::load(p + i)), v1 = dw_silu<S>(S::load(p + i + W));
+        S::store(p + i, v0);
+        S::store(p + i + W, v1);
+    }
+    for (; i < last; i += W) S::store(p + i, dw_silu<S>(S::load(p + i)));
+    S::store(p + last, tail);
 }
 
 // Output rows [y0, y1) of one depthwise plane whose filter is 3 x 3 with stride 1, padding 1
@@ -245,11 +299,11 @@ template <class S>
 // and column stride SW fixed, each input vector of a filter row is loaded once for every tap
 // and pixel that reads it ((R - 1) SW + KW loads per filter row, not R KW), the row's KW
 // weights in registers. Every pixel accumulates its taps from init in filter order, as the
-// other paths do, so all give the same values. Stored clamped, pixel after pixel, at o.
-template <class S, int R, int KW, int SW>
+// other paths do, so all give the same values. Stored finished, pixel after pixel, at o.
+template <class S, int R, int KW, int SW, class Fin>
 [[gnu::always_inline]] inline void dw_run(const typename S::T* in, std::int64_t pitch, std::int64_t kh,
                                           std::int64_t dh, const typename S::T* wt, typename S::V init,
-                                          typename S::V lo, typename S::V hi, typename S::T* o) {
+                                          const Fin& fin, typename S::T* o) {
     using V = typename S::V;
     constexpr int W = S::W;
     V acc[R];
@@ -271,7 +325,7 @@ template <class S, int R, int KW, int SW>
         }
     }
 #pragma GCC unroll 16
-    for (int j = 0; j < R; ++j) S::store(o + j * W, S::clamp(acc[j], lo, hi));
+    for (int j = 0; j < R; ++j) S::store(o + j * W, fin(acc[j]));
 }
 
 // dw_channels' output pixels [p0, p1) of one group of nc <= W channels in runs (DwPlan::runs:
@@ -281,9 +335,9 @@ template <class S, int R, int KW, int SW>
 // (dw_run; a row's last run overlaps the one before it, or reaches past the row into the
 // zero columns) into a pixel-major buffer after the filters, which is transposed back, W
 // pixels at a time across rows, into the channels' planes at outs (ld apart).
-template <class S>
+template <class S, bool kSilu>
 void dw_channel_runs(const Im2colShape& g, const DwPlan& pl, const typename S::T* buf, typename S::T* wt,
-                     typename S::V init, typename S::V vlo, typename S::V vhi, std::int64_t nc, typename S::T* outs,
+                     typename S::V init, std::int64_t nc, typename S::T* outs,
                      std::int64_t ld, std::int64_t p0, std::int64_t p1) {
     using T = typename S::T;
     using V = typename S::V;
@@ -292,13 +346,17 @@ void dw_channel_runs(const Im2colShape& g, const DwPlan& pl, const typename S::T
     const I64 ow = g.ow, sh = g.sh, kh = g.kh, dh = g.dh, pitch = pl.cw * W, obp = ow + R;
     const I64 y_first = p0 / ow, y_last = (p1 - 1) / ow;
     T* obuf = wt + kh * g.kw * W;  // (y_last - y_first + 1) x obp output pixels of W lanes
+    // The runs clamp as they store; SiLU comes as the pixels are gathered for the transpose
+    // out, W independent vectors (at each run's store it ran 5x5 at 14 x 14 over 672 channels
+    // 6% slower at 256 bits, AMD EPYC Zen 4).
+    const DwFinish<S, false> clamp(pl);
     for (I64 y = y_first; y <= y_last; ++y) {
         const I64 xa = y == y_first ? p0 % ow : 0, xb = y == y_last ? (p1 - 1) % ow + 1 : ow;
         const T* in = buf + (y - y_first) * sh * pitch;
         T* o = obuf + (y - y_first) * obp * W;
         for (I64 x0 = xa;; x0 += R) {
             const I64 xr = x0 + R < xb ? x0 : (xb - R > xa ? xb - R : xa);
-            dw_run<S, R, 5, 1>(in + xr * W, pitch, kh, dh, wt, init, vlo, vhi, o + xr * W);
+            dw_run<S, R, 5, 1>(in + xr * W, pitch, kh, dh, wt, init, clamp, o + xr * W);
             if (xr + R >= xb) break;
         }
     }
@@ -317,6 +375,10 @@ void dw_channel_runs(const Im2colShape& g, const DwPlan& pl, const typename S::T
                     ++oy;
                 }
             }
+        }
+        if constexpr (kSilu) {
+#pragma GCC unroll 16
+            for (int j = 0; j < W; ++j) r[j] = dw_silu<S>(r[j]);
         }
         if (n <= kDwTail<W>) dw_store_lanes<S>(r, n, nc, outs + (b - p0), ld);
         else dw_store_rows<S>(r, n, nc, outs + (b - p0), ld);
@@ -347,7 +409,7 @@ template <class S, int SW>
 // output pixels (across output rows) keeps W accumulators, one vector FMA per pixel and tap,
 // and is transposed back into W runs of the channels' planes. The taps accumulate from init
 // in filter order, as in dw_taps, so both paths give the same values.
-template <class S>
+template <class S, bool kSilu>
 void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const typename S::T* const* xs,
                  const typename S::T* const* ws, const typename S::T* inits, typename S::T* outs, std::int64_t ld,
                  std::int64_t p0, std::int64_t p1, typename S::T* scratch) {
@@ -374,8 +436,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
     const I64 iy_lo = row0 - ph > 0 ? row0 - ph : 0;
     const I64 iy_hi = row0 - ph + nrows < h ? row0 - ph + nrows : h;
     const V vzero = S::zero();
-    const T lo = T(pl.lo), hi = T(pl.hi);  // the outputs' clamp (DwPlan)
-    const V vlo = S::bcast(&lo), vhi = S::bcast(&hi);
+    const DwFinish<S, kSilu> fin(pl);  // the outputs' clamp and SiLU
     for (I64 c0 = 0; c0 < nch; c0 += W) {
         const I64 nc = nch - c0 < W ? nch - c0 : W;
         // The filters transposed: W taps of the W channels at a time.
@@ -442,7 +503,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
         }
         const V init = inits == nullptr ? vzero : S::load_n(inits + c0, nc);
         if (pl.runs) {
-            dw_channel_runs<S>(g, pl, buf, wt, init, vlo, vhi, nc, outs + c0 * ld, ld, p0, p1);
+            dw_channel_runs<S, kSilu>(g, pl, buf, wt, init, nc, outs + c0 * ld, ld, p0, p1);
             continue;
         }
         // Blocks of W output pixels; the last one repeats its last pixel in the spare lanes.
@@ -476,7 +537,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
                     for (int j = 0; j < kTail; ++j) o[j] = S::fma(wv, S::load(base[j] + toff[t]), o[j]);
                 }
 #pragma GCC unroll 4
-                for (int j = 0; j < kTail; ++j) o[j] = S::clamp(o[j], vlo, vhi);
+                for (int j = 0; j < kTail; ++j) o[j] = fin(o[j]);
                 dw_store_lanes<S>(o, n, nc, outs + c0 * ld + (b - p0), ld);
                 continue;
             }
@@ -502,7 +563,7 @@ void dw_channels(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const
                 }
             }
 #pragma GCC unroll 16
-            for (int j = 0; j < W; ++j) o[j] = S::clamp(o[j], vlo, vhi);
+            for (int j = 0; j < W; ++j) o[j] = fin(o[j]);
             dw_store_rows<S>(o, n, nc, outs + c0 * ld + (b - p0), ld);
         }
     }
@@ -526,11 +587,15 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
     using I64 = std::int64_t;
     constexpr int W = S::W;
     if (p0 >= p1) return;
-    if (pl.chan && 2 * nch >= W) return dw_channels<S>(g, pl, nch, xs, ws, inits, outs, ld, p0, p1, scratch);
+    if (pl.chan && 2 * nch >= W)
+        return pl.silu ? dw_channels<S, true>(g, pl, nch, xs, ws, inits, outs, ld, p0, p1, scratch)
+                       : dw_channels<S, false>(g, pl, nch, xs, ws, inits, outs, ld, p0, p1, scratch);
     const I64 wq = pl.wq, nph = pl.pr * pl.pc;
     T* band = scratch;
     T* flat = band + nph * pl.plane;
     const V vzero = S::zero();
+    const DwFinish<S, false> fin(pl);      // the outputs' clamp
+    const DwFinish<S, true> fin_silu(pl);  // and SiLU
     // Column phase b, element u: padded column u * sw + b, input column u * sw + b - pw;
     // span[b]: the u inside the input row, [lo, hi).
     struct Span { I64 lo, hi; };
@@ -614,9 +679,11 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
     if (direct) {
         fill_n<S>(scratch, g.w + 2, T(0));
         const auto run = g.sh == 1 ? &dw_direct3<S> : &dw_direct3s2<S>;
-        for (I64 k = 0; k < nch; ++k)
+        for (I64 k = 0; k < nch; ++k) {
             run(xs[k], g.h, g.w, g.ow, p0 / g.ow, p1 / g.ow, ws[k], inits != nullptr ? inits[k] : T(0), outs + k * ld,
                 scratch + 1, T(pl.lo), T(pl.hi));
+            if (pl.silu) dw_silu_row<S>(outs + k * ld, p1 - p0);  // the plane's rows, still in L1
+        }
         return;
     }
     for (I64 k = 0; k < nch; ++k) {
@@ -634,7 +701,8 @@ void dw_planes(const Im2colShape& g, const DwPlan& pl, std::int64_t nch, const t
                 for (I64 r = 0; r < brows; ++r) put_row((y0 + r) * g.sh + a - g.ph, plane_a + r * wq);
                 for (I64 b = 0; b < pl.pc; ++b) fill_n<S>(plane_a + b * pl.plane + brows * wq, pl.slack, T(0));
             }
-            dw_taps<S>(g, n, tap, w, init, flat, T(pl.lo), T(pl.hi));
+            if (pl.silu) dw_taps<S>(g, n, tap, w, init, flat, fin_silu);
+            else dw_taps<S>(g, n, tap, w, init, flat, fin);
             for (I64 r = 0; r < nrows; ++r) {
                 const I64 y = y0 + r;
                 const I64 lo = p0 > y * g.ow ? p0 : y * g.ow, hi = p1 < (y + 1) * g.ow ? p1 : (y + 1) * g.ow;

@@ -2,7 +2,7 @@
 // polynomial coefficients are the ones tier 2 inlines (tiers/llvm/vmath.cpp explains where
 // they come from and how accurate they are), so both tiers compute the same approximations.
 #include "tiers/asmjit/vmath.h"
-#include "tiers/vmath_coeffs.h"
+#include "src/cpu/vmath_coeffs.h"
 
 #include <cstddef>
 #include <limits>
@@ -10,7 +10,7 @@
 namespace kiln::tiers::asmjit_tier {
 namespace {
 
-using namespace vmath;  // the coefficients (tiers/vmath_coeffs.h)
+using namespace cpu::vmath;  // the coefficients (src/cpu/vmath_coeffs.h)
 
 template <std::size_t N> F horner(LaneOps& o, const float (&c)[N], F x) {
     F p = o.constant(c[0]);

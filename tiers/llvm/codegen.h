@@ -106,18 +106,19 @@ void gemm_rows_f64(std::int64_t rows, std::int64_t n, std::int64_t kc, const dou
 // The ahead-of-time depthwise kernel that conv code calls when each output channel reads one
 // input channel (bound in every kernel's JITDylib): for k < nch, out[k * ld + p - p0] for
 // the output pixels [p0, p1) of the plane xs[k] with the filter ws[k], from inits[k] (0 when
-// inits is null), clamped to [lo, hi] (cpu::DwPlan; -inf and inf: not at all), by
-// src/cpu/depthwise.h with the kernels' instruction set (the plan made once for all nch).
+// inits is null), clamped to [lo, hi] (cpu::DwPlan; -inf and inf: not at all), then with
+// `silu` != 0 put through SiLU (cpu::DwPlan::silu), by src/cpu/depthwise.h with the
+// kernels' instruction set (the plan made once for all nch).
 // `geo` holds a cpu::Im2colShape as 12 int64 (c, h, w, ow, kh, kw, sh, sw, ph, pw, dh, dw).
 // Its scratch is the thread's kernel scratch (tier.h); without it, it calls kernel_failed().
 inline constexpr const char* kDepthwiseF32Symbol = "kiln_rt_depthwise_f32";
 inline constexpr const char* kDepthwiseF64Symbol = "kiln_rt_depthwise_f64";
 void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const* xs, const float* const* ws,
                    const float* inits, float* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo,
-                   double hi) noexcept;
+                   double hi, std::int64_t silu) noexcept;
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
                    const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo,
-                   double hi) noexcept;
+                   double hi, std::int64_t silu) noexcept;
 
 // The ahead-of-time Winograd F(4x4, 3x3) kernel (src/cpu/winograd.h) that 3x3 conv code with
 // a MatmulHint::winograd calls (bound in every kernel's JITDylib): the raw convolution of

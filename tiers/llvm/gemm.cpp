@@ -648,10 +648,11 @@ void set_gemm_vector_bytes(int bytes) { g_vector_bytes.store(bytes, std::memory_
 // The revision names what the emitted code expects of the runtime (revision 4: the depthwise
 // kernel takes several planes per call; 5: and each plane's starting values; 6: the
 // kernel's derived buffers follow its outputs; 7: the depthwise kernel takes the bounds it
-// clamps its outputs to; 8: the blocked-layout convolution kernel, kConvNchwcF32Symbol), so
+// clamps its outputs to; 8: the blocked-layout convolution kernel, kConvNchwcF32Symbol; 9:
+// the depthwise kernel's SiLU flag), so
 // that a persistent cache never hands code of an older revision to this one.
 std::string gemm_settings() {
-    return "gemm_revision=8;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
+    return "gemm_revision=9;blocked_gemm=" + std::to_string(g_blocked.load(std::memory_order_relaxed) ? 1 : 0) +
            ";gemm_vector_bytes=" + std::to_string(g_vector_bytes.load(std::memory_order_relaxed));
 }
 

@@ -77,9 +77,24 @@ std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     auto is_bias = [&](const kir::ExprRef& e) {
         return e->kind == kir::ExprKind::Load && stored_as_computed(e->id) && !kir::uses_var(e, h_.col_var);
     };
-    // then at most a constant clamp (tiers/kir_forms.h), which the kernel applies as it stores
+    // then at most a constant clamp (tiers/kir_forms.h), which the kernel applies as it stores,
+    // or (f32) SiLU of it: silu(v), or v times sigmoid(v) either way round
     DirectDw d{base, nullptr};
     const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
+    if (compute == DType::f32 && v == st.value.get()) {
+        const kir::Expr& e = *v;
+        auto is_sigmoid_of = [](const kir::Expr& s, const kir::Expr& x) {
+            return s.kind == kir::ExprKind::Unary && s.uop == kir::UnaryOp::sigmoid && kir::same_expr(*s.args[0], x);
+        };
+        if (e.kind == kir::ExprKind::Unary && e.uop == kir::UnaryOp::silu) {
+            v = e.args[0].get();
+            d.silu = true;
+        } else if (e.kind == kir::ExprKind::Binary && e.bop == kir::BinaryOp::mul) {
+            if (is_sigmoid_of(*e.args[1], *e.args[0])) v = e.args[0].get();
+            else if (is_sigmoid_of(*e.args[0], *e.args[1])) v = e.args[1].get();
+            d.silu = v != &e;
+        }
+    }
     if (is_acc(*v)) return d;
     if (v->kind != kir::ExprKind::Binary || v->bop != kir::BinaryOp::add) return std::nullopt;
     if (is_acc(*v->args[0]) && is_bias(v->args[1])) d.bias = v->args[1].get();
@@ -115,7 +130,19 @@ void GemmGen::depthwise_planes(Value* outer, Value* count) {
             });
         });
     };
-    const std::optional<DirectDw> direct = direct_dw();
+    // SiLU in the kernel only on its channel lanes for filters of more than 3 x 3 (a bound
+    // geometry whose plan takes them): there it runs on the registers of each block before
+    // the transpose out, where the epilogue pass read the block back (efficientnet_b0's 5x5
+    // stride 2 over 144 channels at 56 x 56, KILN_CPU_ISA=avx2, AMD EPYC Zen 4, 1 thread:
+    // 0.251 -> 0.172 ms; 5x5 over 672 channels at 14 x 14 0.181 -> 0.167). With the nine
+    // weight vectors of a 3 x 3 filter in registers it ran 10% slower at 512 bits (480
+    // channels at 14 x 14), and the direct 3 x 3 rows no faster: there the epilogue after
+    // each plane, still in L1, stays.
+    std::optional<DirectDw> direct = direct_dw();
+    auto* kh = llvm::dyn_cast<llvm::ConstantInt>(em_.index(h_.im2col->kh));
+    auto* kw = llvm::dyn_cast<llvm::ConstantInt>(im_kw_);
+    const bool wide_filter = kh && kw && kh->getSExtValue() * kw->getSExtValue() > 9;
+    if (direct && direct->silu && !(plan && plan->chan && wide_filter)) direct.reset();
     if (!direct) return general();
     // The kernel writes the output itself, each plane from its bias: plane k at base(k),
     // where base(k) = base(0) + k * ld for one ld (the output's channel stride; checked per
@@ -141,7 +168,8 @@ void GemmGen::depthwise_planes(Value* outer, Value* count) {
     }, true);
     Value* out = elem(em_.buffer_ptr(h_.out), b0);
     if_else(b_.CreateLoad(b_.getInt1Ty(), dw_ok_),
-            [&] { call_depthwise(count, i64(0), n_, dw_inits_, out, ld, nullptr, direct->lo, direct->hi); }, general);
+            [&] { call_depthwise(count, i64(0), n_, dw_inits_, out, ld, nullptr, direct->lo, direct->hi, direct->silu); },
+            general);
 }
 
 Value* GemmGen::dw_step(std::int64_t cols) {
@@ -170,14 +198,15 @@ std::optional<cpu::DwPlan> GemmGen::bound_dw_plan() {
 }
 
 void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, Value* out, Value* ld, Value* first,
-                             double lo, double hi) {
+                             double lo, double hi, bool silu) {
     llvm::Module& mod = *fn_->getParent();
     auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
     llvm::Type* i64t = b_.getInt64Ty();
     llvm::Type* f64t = b_.getDoubleTy();
     llvm::FunctionCallee dw_fn = mod.getOrInsertFunction(
         t_->isFloatTy() ? kDepthwiseF32Symbol : kDepthwiseF64Symbol,
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t, f64t, f64t}, false));
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, i64t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t, f64t, f64t, i64t},
+                                false));
     auto* at = dwp_->getAllocatedType();
     if (!out) {
         inits = llvm::ConstantPointerNull::get(ptr_t);
@@ -187,7 +216,7 @@ void GemmGen::call_depthwise(Value* count, Value* p0, Value* p1, Value* inits, V
     if (!first) first = i64(0);
     b_.CreateCall(dw_fn, {geo_, count, b_.CreateInBoundsGEP(at, dwp_, {i64(0), first}),
                           b_.CreateInBoundsGEP(at, dwp_, {i64(0), b_.CreateAdd(first, i64(kStreamRows))}), inits, out, ld, p0,
-                          p1, llvm::ConstantFP::get(f64t, lo), llvm::ConstantFP::get(f64t, hi)});
+                          p1, llvm::ConstantFP::get(f64t, lo), llvm::ConstantFP::get(f64t, hi), i64(silu ? 1 : 0)});
 }
 
 Value* GemmGen::dense_conv() {

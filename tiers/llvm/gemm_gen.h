@@ -149,23 +149,27 @@ private:
     // The depthwise kernel (codegen.h, kDepthwiseF32Symbol) on `count` entries of the
     // pointer arrays from entry `first` (null: 0), pixels [p0, p1), into rows of the stack
     // buffer; or (`out` set) into out + k * ld, each plane started from inits[k] (null: 0).
-    // Its outputs clamped to [lo, hi] (cpu::DwPlan; the default bounds change nothing).
+    // Its outputs clamped to [lo, hi] (cpu::DwPlan; the default bounds change nothing), then
+    // with `silu` put through SiLU.
     void call_depthwise(Value* count, Value* p0, Value* p1, Value* inits = nullptr, Value* out = nullptr,
                         Value* ld = nullptr, Value* first = nullptr, double lo = -std::numeric_limits<double>::infinity(),
-                        double hi = std::numeric_limits<double>::infinity());
+                        double hi = std::numeric_limits<double>::infinity(), bool silu = false);
     // The depthwise kernel's plan (src/cpu/depthwise.h) where the geometry is bound.
     std::optional<cpu::DwPlan> bound_dw_plan();
 
     // A depthwise epilogue the kernel can do itself: C stored as computed (of the compute
     // type), at an index `base + column` (base free of the column), plus at most a bias that
     // does not vary along the columns, then at most a clamp to constant bounds (relu6, Clip:
-    // tiers/kir_forms.h, constant_clamp; the kernel's clamp gives the same values).
-    // depthwise_planes() then has the kernel start each plane from its bias and write the
-    // output, with no stack buffer and no epilogue pass.
+    // tiers/kir_forms.h, constant_clamp; the kernel's clamp gives the same values), or in
+    // f32 SiLU of it (silu(v), v * sigmoid(v) or sigmoid(v) * v: the kernel computes it as
+    // this tier does, tiers/llvm/vmath.cpp, exp_sigmoid_f32). depthwise_planes() then has the
+    // kernel start each plane from its bias and write the output, with no stack buffer and
+    // no epilogue pass.
     struct DirectDw {
         kir::ExprRef base;        // the store's index without the column
         const kir::Expr* bias;    // the bias load, or null
         double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+        bool silu = false;
     };
     std::optional<DirectDw> direct_dw() const;
 

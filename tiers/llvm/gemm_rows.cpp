@@ -27,11 +27,13 @@ void rows_of(std::int64_t rows, std::int64_t n, std::int64_t kc, const T* a, std
 
 template <class T>
 void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs, const T* const* ws, const T* inits,
-                  T* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo, double hi) noexcept {
+                  T* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo, double hi,
+                  std::int64_t silu) noexcept {
     const cpu::Im2colShape g{geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]};
     cpu::DwPlan plan = cpu::depthwise_plan(g);
     plan.lo = lo;
     plan.hi = hi;
+    plan.silu = silu != 0;
     T* scratch = static_cast<T*>(kernel_scratch(plan.scratch_elems * static_cast<std::int64_t>(sizeof(T))));
     if (scratch == nullptr) {
         kernel_failed();
@@ -43,14 +45,15 @@ void depthwise_of(const std::int64_t* geo, std::int64_t nch, const T* const* xs,
 }  // namespace
 
 void depthwise_f32(const std::int64_t* geo, std::int64_t nch, const float* const* xs, const float* const* ws, const float* inits,
-                   float* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo, double hi) noexcept {
-    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1, lo, hi);
+                   float* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo, double hi,
+                   std::int64_t silu) noexcept {
+    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1, lo, hi, silu);
 }
 
 void depthwise_f64(const std::int64_t* geo, std::int64_t nch, const double* const* xs, const double* const* ws,
                    const double* inits, double* out, std::int64_t ld, std::int64_t p0, std::int64_t p1, double lo,
-                   double hi) noexcept {
-    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1, lo, hi);
+                   double hi, std::int64_t silu) noexcept {
+    depthwise_of(geo, nch, xs, ws, inits, out, ld, p0, p1, lo, hi, silu);
 }
 
 float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, const float* x, const float* u,

@@ -1,10 +1,10 @@
 // The f32 polynomials of the LLVM tier (ops.h): exp, log, tanh, erf, sin and cos as
 // branch-free sequences of f32 (and for sin/cos f64) instructions that the loop vectoriser
-// can widen. Coefficients: tiers/vmath_coeffs.h (shared with tier 1's tiers/asmjit/vmath.cpp,
+// can widen. Coefficients: src/cpu/vmath_coeffs.h (shared with tier 1's tiers/asmjit/vmath.cpp,
 // so that both tiers agree). Each states its accuracy against the interpreter's libm result.
 #include "tiers/llvm/ops.h"
 
-#include "tiers/vmath_coeffs.h"
+#include "src/cpu/vmath_coeffs.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -16,7 +16,7 @@
 namespace kiln::tiers::llvm_tier {
 
 using llvm::Value;
-using namespace vmath;
+using namespace cpu::vmath;
 
 template <std::size_t N> Value* OpEmitter::horner(const float (&c)[N], Value* x) {
     llvm::Type* ty = x->getType();

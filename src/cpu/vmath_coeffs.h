@@ -1,9 +1,10 @@
 #pragma once
 // The f32 polynomial coefficients that both CPU tiers inline for exp, log, tanh, erf, sin and
-// cos (fitted, or from Cephes), so tier 1 and tier 2 compute the same approximations. The
+// cos (fitted, or from Cephes), so tier 1 and tier 2 compute the same approximations, and
+// that the depthwise kernels' SiLU uses as tier 2 does (simd_avx2.cpp, simd_avx512.cpp). The
 // reductions around them are described where each tier emits them (tiers/llvm/vmath.cpp,
 // tiers/asmjit/vmath.cpp).
-namespace kiln::tiers::vmath {
+namespace kiln::cpu::vmath {
 
 // exp: exp(r) = 1 + r * P(r) on |r| <= ln2/2, P of degree 5 fitted for minimax relative error
 // (2.1e-9 with the coefficients rounded to float), 2^n applied in two halves (subnormal
@@ -33,4 +34,4 @@ constexpr float kErfB[] = {-0.032892208538434746f, 0.026034014634299878f, 0.0044
 // |x| < 2^24 or so), then Cephes sinf/cosf on [-pi/4, pi/4].
 constexpr float kSinP[] = {-1.9515295891E-4f, 8.3321608736E-3f, -1.6666654611E-1f};
 constexpr float kCosP[] = {2.443315711809948E-005f, -1.388731625493765E-003f, 4.166664568298827E-002f};
-}  // namespace kiln::tiers::vmath
+}  // namespace kiln::cpu::vmath
