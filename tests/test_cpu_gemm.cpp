@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -309,6 +310,40 @@ TEST_CASE("cpu gemm: the depthwise kernel on several planes per call equals one 
     }
 }
 
+// The planes x (nch of g.h x g.w) through filters w and from init, with depthwise_plan(g)
+// (first) and with `variant`, a copy of it with other bounds or SiLU (second).
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> depthwise_plain_and(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh,
+                                                              I64 nch, const std::vector<T>& x, const std::vector<T>& w,
+                                                              const std::vector<T>& init, const kiln::cpu::DwPlan& variant) {
+    const I64 npix = oh * g.ow, taps = g.kh * g.kw;
+    std::vector<const T*> xs, ws;
+    for (I64 k = 0; k < nch; ++k) {
+        xs.push_back(x.data() + k * g.h * g.w);
+        ws.push_back(w.data() + k * taps);
+    }
+    const kiln::cpu::DwPlan plain = kiln::cpu::depthwise_plan(g);
+    std::vector<T> scratch(static_cast<std::size_t>(plain.scratch_elems));
+    std::vector<T> want(static_cast<std::size_t>(nch * npix)), got(want.size());
+    kiln::cpu::depthwise_planes<T>(isa, g, plain, nch, xs.data(), ws.data(), init.data(), want.data(), npix, 0, npix,
+                                   scratch.data());
+    kiln::cpu::depthwise_planes<T>(isa, g, variant, nch, xs.data(), ws.data(), init.data(), got.data(), npix, 0, npix,
+                                   scratch.data());
+    return {std::move(want), std::move(got)};
+}
+
+// A square depthwise geometry of the clamp and SiLU tests: hw x hw planes, k x k filters of
+// stride s and padding p, nch planes per call.
+struct DwCase {
+    I64 hw, k, s, p, nch;
+    kiln::cpu::Im2colShape shape() const {
+        kiln::cpu::Im2colShape g{1, hw, hw, 0, k, k, s, s, p, p, 1, 1};
+        g.ow = (hw + 2 * p - k) / s + 1;
+        return g;
+    }
+    I64 oh() const { return (hw + 2 * p - k) / s + 1; }
+};
+
 // The clamp the kernel applies as it stores (DwPlan::lo, hi: a conv's relu6 or Clip):
 // for each of its paths, bit for bit the unclamped outputs put through the interpreter's
 // maximum and minimum, with NaN, +-inf and -0 among the inputs, a plane of zero weights
@@ -317,7 +352,7 @@ template <class T>
 void check_depthwise_clamp(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 nch, double lo, double hi,
                            std::uint64_t seed) {
     using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    const I64 npix = oh * g.ow, taps = g.kh * g.kw;
+    const I64 taps = g.kh * g.kw;
     std::vector<T> x = random_values<T>(static_cast<std::size_t>(nch * g.h * g.w), seed);
     std::vector<T> w = random_values<T>(static_cast<std::size_t>(nch * taps), seed + 1);
     std::vector<T> init = random_values<T>(static_cast<std::size_t>(nch), seed + 2);
@@ -327,21 +362,10 @@ void check_depthwise_clamp(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, 
     for (std::size_t i = 0; i < 4; ++i) x[(static_cast<std::size_t>(seed) * 7 + i * 131) % x.size()] = specials[i];
     for (I64 t = 0; t < taps; ++t) w[static_cast<std::size_t>(t)] = T(0);  // plane 0: zero weights from -0
     init[0] = T(-0.0);
-    std::vector<const T*> xs, ws;
-    for (I64 k = 0; k < nch; ++k) {
-        xs.push_back(x.data() + k * g.h * g.w);
-        ws.push_back(w.data() + k * taps);
-    }
-    const kiln::cpu::DwPlan plain = kiln::cpu::depthwise_plan(g);
-    kiln::cpu::DwPlan clamped = plain;
+    kiln::cpu::DwPlan clamped = kiln::cpu::depthwise_plan(g);
     clamped.lo = lo;
     clamped.hi = hi;
-    std::vector<T> scratch(static_cast<std::size_t>(plain.scratch_elems));
-    std::vector<T> want(static_cast<std::size_t>(nch * npix)), got(want.size());
-    kiln::cpu::depthwise_planes<T>(isa, g, plain, nch, xs.data(), ws.data(), init.data(), want.data(), npix, 0, npix,
-                                   scratch.data());
-    kiln::cpu::depthwise_planes<T>(isa, g, clamped, nch, xs.data(), ws.data(), init.data(), got.data(), npix, 0, npix,
-                                   scratch.data());
+    const auto [want, got] = depthwise_plain_and<T>(isa, g, oh, nch, x, w, init, clamped);
     int mismatches = 0;
     for (std::size_t i = 0; i < want.size(); ++i) {
         const T v = kiln::core::scalar::minimum(kiln::core::scalar::maximum(want[i], T(lo)), T(hi));
@@ -358,24 +382,20 @@ TEST_CASE("cpu gemm: the depthwise kernel clamps as it stores, as maximum and mi
     // The direct rows at stride 1 and 2, the channel lanes (small planes, enough of them) in
     // blocks and in runs (5 x 5 of stride 1), the flat bands (5 x 5), and a filter of more
     // taps than one chunk (9 x 9).
-    struct Case { I64 hw, k, s, p, nch; };
-    const Case cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
-                          {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}};
+    const DwCase cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
+                            {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}};
     std::uint64_t seed = 4000;
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
-        for (const Case& c : cases)
+        for (const DwCase& c : cases)
             for (const Bounds& b : bounds) {
                 CAPTURE(c.hw);
                 CAPTURE(c.k);
                 CAPTURE(c.s);
                 CAPTURE(b.lo);
                 CAPTURE(b.hi);
-                kiln::cpu::Im2colShape g{1, c.hw, c.hw, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
-                g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
-                const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1;
-                check_depthwise_clamp<float>(isa, g, oh, c.nch, b.lo, b.hi, seed += 10);
-                check_depthwise_clamp<double>(isa, g, oh, c.nch, b.lo, b.hi, seed += 10);
+                check_depthwise_clamp<float>(isa, c.shape(), c.oh(), c.nch, b.lo, b.hi, seed += 10);
+                check_depthwise_clamp<double>(isa, c.shape(), c.oh(), c.nch, b.lo, b.hi, seed += 10);
             }
     }
 }
@@ -387,7 +407,7 @@ TEST_CASE("cpu gemm: the depthwise kernel clamps as it stores, as maximum and mi
 // the plain output is NaN or -inf (-inf * 0), inf at inf.
 template <class T>
 void check_depthwise_silu(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I64 nch, std::uint64_t seed) {
-    const I64 npix = oh * g.ow, taps = g.kh * g.kw;
+    const I64 taps = g.kh * g.kw;
     std::vector<T> x = random_values<T>(static_cast<std::size_t>(nch * g.h * g.w), seed);
     std::vector<T> w = random_values<T>(static_cast<std::size_t>(nch * taps), seed + 1);
     std::vector<T> init = random_values<T>(static_cast<std::size_t>(nch), seed + 2);
@@ -395,20 +415,9 @@ void check_depthwise_silu(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I
     const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
                           -std::numeric_limits<T>::infinity()};
     for (std::size_t i = 0; i < 3; ++i) x[(static_cast<std::size_t>(seed) * 7 + i * 131) % x.size()] = specials[i];
-    std::vector<const T*> xs, ws;
-    for (I64 k = 0; k < nch; ++k) {
-        xs.push_back(x.data() + k * g.h * g.w);
-        ws.push_back(w.data() + k * taps);
-    }
-    const kiln::cpu::DwPlan plain = kiln::cpu::depthwise_plan(g);
-    kiln::cpu::DwPlan silu = plain;
+    kiln::cpu::DwPlan silu = kiln::cpu::depthwise_plan(g);
     silu.silu = true;
-    std::vector<T> scratch(static_cast<std::size_t>(plain.scratch_elems));
-    std::vector<T> want(static_cast<std::size_t>(nch * npix)), got(want.size());
-    kiln::cpu::depthwise_planes<T>(isa, g, plain, nch, xs.data(), ws.data(), init.data(), want.data(), npix, 0, npix,
-                                   scratch.data());
-    kiln::cpu::depthwise_planes<T>(isa, g, silu, nch, xs.data(), ws.data(), init.data(), got.data(), npix, 0, npix,
-                                   scratch.data());
+    const auto [want, got] = depthwise_plain_and<T>(isa, g, oh, nch, x, w, init, silu);
     int mismatches = 0;
     for (std::size_t i = 0; i < want.size(); ++i) {
         const double v = want[i], s = v / (1.0 + std::exp(-v));
@@ -416,29 +425,28 @@ void check_depthwise_silu(CpuIsa isa, const kiln::cpu::Im2colShape& g, I64 oh, I
         bool ok;
         if (std::isnan(v) || v == -std::numeric_limits<double>::infinity()) ok = std::isnan(got[i]);
         else if (std::isinf(v)) ok = got[i] == sw;
-        else if (std::fabs(s) < 32 * static_cast<double>(std::numeric_limits<T>::min())) ok = std::fabs(got[i]) <= 32 * std::numeric_limits<T>::min();
-        else ok = std::fabs(static_cast<double>(got[i]) - s) <= 4 * (std::nextafter(std::fabs(sw), std::numeric_limits<T>::infinity()) - std::fabs(sw));
+        else if (std::fabs(s) < 32 * static_cast<double>(std::numeric_limits<T>::min()))
+            ok = std::fabs(got[i]) <= 32 * std::numeric_limits<T>::min();
+        else
+            ok = std::fabs(static_cast<double>(got[i]) - s) <=
+                 4 * (std::nextafter(std::fabs(sw), std::numeric_limits<T>::infinity()) - std::fabs(sw));
         if (!ok && ++mismatches <= 3) FAIL_CHECK("output ", i, ": got ", got[i], ", want ", s, " (plain ", want[i], ")");
     }
     CHECK(mismatches == 0);
 }
 
 TEST_CASE("cpu gemm: the depthwise kernel applies SiLU as it stores (every path, NaN, inf)") {
-    struct Case { I64 hw, k, s, p, nch; };
-    const Case cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
-                          {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}, {28, 5, 2, 2, 16}};
+    const DwCase cases[] = {{28, 3, 1, 1, 3},  {56, 3, 2, 1, 2},  {7, 3, 1, 1, 19}, {14, 5, 2, 2, 17},
+                            {14, 5, 1, 2, 17}, {20, 5, 1, 2, 2}, {12, 9, 1, 4, 2}, {28, 5, 2, 2, 16}};
     std::uint64_t seed = 6000;
     for (CpuIsa isa : runnable_isas()) {
         INFO("isa = ", kiln::cpu::cpu_isa_name(isa));
-        for (const Case& c : cases) {
+        for (const DwCase& c : cases) {
             CAPTURE(c.hw);
             CAPTURE(c.k);
             CAPTURE(c.s);
-            kiln::cpu::Im2colShape g{1, c.hw, c.hw, 0, c.k, c.k, c.s, c.s, c.p, c.p, 1, 1};
-            g.ow = (g.w + 2 * c.p - c.k) / c.s + 1;
-            const I64 oh = (g.h + 2 * c.p - c.k) / c.s + 1;
-            check_depthwise_silu<float>(isa, g, oh, c.nch, seed += 10);
-            check_depthwise_silu<double>(isa, g, oh, c.nch, seed += 10);
+            check_depthwise_silu<float>(isa, c.shape(), c.oh(), c.nch, seed += 10);
+            check_depthwise_silu<double>(isa, c.shape(), c.oh(), c.nch, seed += 10);
         }
     }
 }
