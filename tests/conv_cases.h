@@ -171,11 +171,14 @@ inline std::vector<ConvCase> cases() {
     // A 5x5 depthwise of stride 2 whose padded plane (43 x 43) has more than 1024 pixels: on
     // the channel lanes (depthwise.cpp, kChanPixelsWide), 16 + 4 channels, SiLU.
     add([](ConvCase& c) { c.c = 20; c.o = 20; c.groups = 20; c.h = 40; c.w = 40; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.stride = {2, 2}; c.epi = 4; });
-    // SiLU in the depthwise kernel itself (tiers/llvm/gemm_conv.cpp: channel lanes, filters
-    // over 3 x 3, enough channels per call for the lanes): in runs (5 columns, stride 1),
-    // and in blocks (7 x 7).
+    // SiLU in the depthwise kernel itself (tiers/llvm/gemm_conv.cpp): on channel lanes with
+    // filters over 3 x 3 (enough channels per call for the lanes), in runs (5 columns, stride
+    // 1) and in blocks (7 x 7); after the direct 3 x 3 rows (stride 1 and 2, planes of one
+    // column block).
     add([](ConvCase& c) { c.c = 64; c.o = 64; c.groups = 64; c.h = 14; c.w = 14; c.kh = 5; c.kw = 5; c.pad = {2, 2}; c.epi = 4; });
     add([](ConvCase& c) { c.c = 67; c.o = 67; c.groups = 67; c.h = 9; c.w = 9; c.kh = 7; c.kw = 7; c.pad = {3, 3}; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 24; c.o = 24; c.groups = 24; c.h = 40; c.w = 37; c.pad = {1, 1}; c.epi = 4; });
+    add([](ConvCase& c) { c.c = 16; c.o = 16; c.groups = 16; c.h = 64; c.w = 61; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 4; });
     // One output pixel (squeeze-excite's 1x1 convs after a global pool; gemm.cpp, dots()):
     // depths of 37 (whole vectors and a tail) and 7 (a tail alone), rows left beside the
     // tiles, two samples, SiLU; f64.

@@ -130,19 +130,20 @@ void GemmGen::depthwise_planes(Value* outer, Value* count) {
             });
         });
     };
-    // SiLU in the kernel only on its channel lanes for filters of more than 3 x 3 (a bound
-    // geometry whose plan takes them): there it runs on the registers of each block before
-    // the transpose out, where the epilogue pass read the block back (efficientnet_b0's 5x5
-    // stride 2 over 144 channels at 56 x 56, KILN_CPU_ISA=avx2, AMD EPYC Zen 4, 1 thread:
-    // 0.251 -> 0.172 ms; 5x5 over 672 channels at 14 x 14 0.181 -> 0.167). With the nine
-    // weight vectors of a 3 x 3 filter in registers it ran 10% slower at 512 bits (480
-    // channels at 14 x 14), and the direct 3 x 3 rows no faster: there the epilogue after
-    // each plane, still in L1, stays.
+    // SiLU in the kernel where the geometry is bound, except on channel lanes with a 3 x 3
+    // filter. On channel lanes it runs on the registers of each block before the transpose
+    // out, where the epilogue pass read the block back (efficientnet_b0's 5x5 stride 2 over
+    // 144 channels at 56 x 56, KILN_CPU_ISA=avx2, AMD EPYC Zen 4, 1 thread: 0.251 -> 0.172 ms;
+    // 5x5 over 672 channels at 14 x 14 0.181 -> 0.167); after each plane of the direct 3 x 3
+    // rows, still in L1 (96 channels stride 2 at 112 x 112: 0.286 -> 0.243 ms; 144 at 56 x 56
+    // 0.303 -> 0.241; the same at 512 bits). A 3 x 3 filter on channel lanes, its nine
+    // weight vectors in registers, ran 10% slower with it at 512 bits (480 channels at
+    // 14 x 14): there the epilogue pass stays.
     std::optional<DirectDw> direct = direct_dw();
     auto* kh = llvm::dyn_cast<llvm::ConstantInt>(em_.index(h_.im2col->kh));
     auto* kw = llvm::dyn_cast<llvm::ConstantInt>(im_kw_);
     const bool wide_filter = kh && kw && kh->getSExtValue() * kw->getSExtValue() > 9;
-    if (direct && direct->silu && !(plan && plan->chan && wide_filter)) direct.reset();
+    if (direct && direct->silu && !(plan && (!plan->chan || wide_filter))) direct.reset();
     if (!direct) return general();
     // The kernel writes the output itself, each plane from its bias: plane k at base(k),
     // where base(k) = base(0) + k * ld for one ld (the output's channel stride; checked per
