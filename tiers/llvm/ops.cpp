@@ -13,6 +13,7 @@
 #include <llvm/IR/Module.h>
 
 #include <string>
+#include <utility>
 
 namespace kiln::tiers::llvm_tier {
 namespace {
@@ -227,18 +228,14 @@ Value* OpEmitter::x_sigmoid_f32(Value* x, Value* z) {
     Value* q = b_.CreateFDiv(x, b_.CreateFAdd(fconst(ty, 1.0), exp_sigmoid_f32(z, x == z)));
     auto* c = llvm::dyn_cast<llvm::ConstantFP>(x);
     auto* div = llvm::dyn_cast<llvm::Instruction>(q);  // (not folded to a constant)
-    if (c && c->isExactlyValue(1.0) && div) {
-        div->setMetadata(kSigmoidMark, llvm::MDNode::get(b_.getContext(), {}));
-        sigmoid_args_[div] = z;
-    }
+    if (c && c->isExactlyValue(1.0) && div) sigmoids_[div] = z;
     return q;
 }
 
-// d where v is a sigmoid 1 / d that x_sigmoid_f32 emitted (marked so), else null.
-Value* OpEmitter::sigmoid_denominator(Value* v) {
-    auto* div = llvm::dyn_cast<llvm::Instruction>(v);
-    if (!div || div->getOpcode() != llvm::Instruction::FDiv || !div->getMetadata(kSigmoidMark)) return nullptr;
-    return div->getOperand(1);
+OpEmitter::EmittedSigmoid OpEmitter::emitted_sigmoid(Value* v) const {
+    const auto it = sigmoids_.find(v);
+    if (it == sigmoids_.end()) return {};
+    return {it->second, llvm::cast<llvm::Instruction>(v)->getOperand(1)};
 }
 
 // ---- binary ----
@@ -266,8 +263,9 @@ Value* OpEmitter::emit_binary(BinaryOp op, Type t, Value* x, Value* y) {
             // A product with the sigmoid's own argument (x * Sigmoid(x)) is emitted afresh as
             // SiLU (x_sigmoid_f32(x, x): its clamps need not keep NaN); the sigmoid's own
             // chain stays only where something else reads it.
-            if (Value* d = sigmoid_denominator(y)) return sigmoid_args_[y] == x ? x_sigmoid_f32(x, x) : b_.CreateFDiv(x, d);
-            if (Value* d = sigmoid_denominator(x)) return sigmoid_args_[x] == y ? x_sigmoid_f32(y, y) : b_.CreateFDiv(y, d);
+            for (auto [sig, other] : {std::pair{y, x}, std::pair{x, y}})
+                if (const EmittedSigmoid s = emitted_sigmoid(sig); s.z)
+                    return s.z == other ? x_sigmoid_f32(other, other) : b_.CreateFDiv(other, s.denominator);
             return b_.CreateFMul(x, y);
         case BinaryOp::div: return b_.CreateFDiv(x, y);
         case BinaryOp::pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);

@@ -50,11 +50,14 @@ private:
     llvm::Value* float_unary(kir::UnaryOp op, kir::Type t, llvm::Value* x);
     llvm::Value* sigmoid(llvm::Value* x, bool f32);
     llvm::Value* x_sigmoid_f32(llvm::Value* x, llvm::Value* z);
-    llvm::Value* sigmoid_denominator(llvm::Value* v);
-    // Marks the division of an f32 sigmoid, 1 / (1 + exp(-z)), which a product with it folds
-    // into (emit_binary, mul).
-    static constexpr const char* kSigmoidMark = "kiln.sigmoid";
-    std::unordered_map<const llvm::Value*, llvm::Value*> sigmoid_args_;  // marked division -> its z
+    // A sigmoid 1 / (1 + exp(-z)) that x_sigmoid_f32 emitted (f32), which a product with it
+    // folds into (emit_binary, mul): its z and its denominator; nulls for any other value.
+    struct EmittedSigmoid {
+        llvm::Value* z = nullptr;
+        llvm::Value* denominator = nullptr;
+    };
+    EmittedSigmoid emitted_sigmoid(llvm::Value* v) const;
+    std::unordered_map<const llvm::Value*, llvm::Value*> sigmoids_;  // f32 sigmoid's division -> its z
     llvm::Value* compare(kir::BinaryOp op, kir::Type t, llvm::Value* x, llvm::Value* y);
 
     // ---- f32 polynomials (vmath.cpp) ----
