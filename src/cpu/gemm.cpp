@@ -2,6 +2,9 @@
 // kernels), the portable kernels, and the run-time choice of instruction set (gemm.h).
 #include "src/cpu/gemm.h"
 
+#include "src/core/scalar_ops.h"
+#include "src/cpu/vmath_coeffs.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>

@@ -78,7 +78,7 @@ inline constexpr std::int64_t kStreamDepth = 64;
 // included, stays v), a conv's relu6 or Clip applied as the kernel stores rather than in a
 // pass of its own; the default bounds leave every value as it is. With `silu` the clamped
 // value v is then stored as v / (1 + exp(-v)) (a conv's SiLU epilogue; the f32 vector
-// kernels compute it as tier 2 does: simd_avx2.cpp, simd_avx512.cpp, silu).
+// kernels compute it as tier 2 does: simd_depthwise.h, dw_silu).
 // The most filter taps of the channel-lane path (7 x 7: their offsets live on the stack).
 inline constexpr std::int64_t kDwChanTaps = 49;
 inline constexpr int kDwRun = 7;

@@ -5,6 +5,7 @@
 // Register tiles: f32 6 x 16 (12 ymm accumulators), f64 6 x 8. Cache blocks: KC = 256
 // (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
 // 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
+#include "src/core/scalar_ops.h"
 #include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/vmath_coeffs.h"
@@ -94,29 +95,14 @@ struct Avx2F32 {
     static V head(V v, std::int64_t n) { return _mm256_and_ps(v, _mm256_castsi256_ps(first(n))); }  // lanes >= n zeroed
     static void store_n(T* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
     static V clamp(V v, V lo, V hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }  // (gemm.h, DwPlan)
-    // x / (1 + exp(-x)) as tier 2 computes SiLU (tiers/llvm/vmath.cpp, exp_sigmoid_f32, whose
-    // comment derives each step): x clamped to [-89, 87] by two integer minimums on its bits
-    // (a NaN x reaches the quotient through the numerator), n = round(-x log2e) through the
-    // magic constant, q = x + n ln2 in two parts, exp(-x) = (1 + q g(q)) 2^n with g the
-    // Horner steps of kExpSigmoidP in q with alternating signs, one division.
-    static V silu(V x) {
-        using namespace vmath;
-        const __m256i b = _mm256_min_epu32(_mm256_castps_si256(x), _mm256_set1_epi32(static_cast<int>(0xC2B20000u)));
-        const V z = _mm256_castsi256_ps(_mm256_min_epi32(b, _mm256_set1_epi32(0x42AE0000)));
-        const V magic = _mm256_set1_ps(12582912.0f + 127.0f), one = _mm256_set1_ps(1.0f);
-        const V t = _mm256_fnmadd_ps(z, _mm256_set1_ps(1.44269504088896341f), magic);
-        const V n = _mm256_sub_ps(t, magic);
-        V q = _mm256_fmadd_ps(n, _mm256_set1_ps(0.693359375f), z);
-        q = _mm256_fmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), q);
-        V p = _mm256_set1_ps(-kExpSigmoidP[0]);
-        p = _mm256_fmadd_ps(p, q, _mm256_set1_ps(kExpSigmoidP[1]));
-        p = _mm256_fmadd_ps(p, q, _mm256_set1_ps(-kExpSigmoidP[2]));
-        p = _mm256_fmadd_ps(p, q, _mm256_set1_ps(kExpSigmoidP[3]));
-        p = _mm256_fmadd_ps(p, q, _mm256_set1_ps(-kExpSigmoidP[4]));
-        const V y = _mm256_fmadd_ps(p, q, one);
-        const V s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
-        return _mm256_div_ps(x, _mm256_fmadd_ps(y, s, one));
+    // The bit operations of dw_silu (simd_depthwise.h): min(min_u32(bits, ub), ub_s32) on
+    // the lanes' bits; 2^n from t = magic + 127 + n (its bits shifted left by 23); a division.
+    static V min_bits(V x, std::uint32_t ub, std::int32_t sb) {
+        const __m256i b = _mm256_min_epu32(_mm256_castps_si256(x), _mm256_set1_epi32(static_cast<int>(ub)));
+        return _mm256_castsi256_ps(_mm256_min_epi32(b, _mm256_set1_epi32(sb)));
     }
+    static V exp2_bits(V t) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)); }
+    static V div(V a, V b) { return _mm256_div_ps(a, b); }
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN; a NaN a is kept
         return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
     }

@@ -4,6 +4,7 @@
 //
 // Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
 // blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
+#include "src/core/scalar_ops.h"
 #include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/vmath_coeffs.h"
@@ -92,26 +93,17 @@ struct Avx512F32 {
     static V clamp(V v, V lo, V hi) {  // (gemm.h, DwPlan; masked: GCC 12 warns of the unmasked forms)
         return _mm512_mask_min_ps(hi, 0xFFFF, hi, _mm512_mask_max_ps(lo, 0xFFFF, lo, v));
     }
-    static V silu(V x) {  // as Avx2F32::silu (simd_avx2.cpp); masked forms, as in clamp
-        using namespace vmath;
+    // dw_silu's bit operations (as Avx2F32's; masked forms, as in clamp).
+    static V min_bits(V x, std::uint32_t ub, std::int32_t sb) {
         const __m512i xb = _mm512_castps_si512(x);
-        const __m512i b = _mm512_mask_min_epu32(xb, 0xFFFF, xb, _mm512_set1_epi32(static_cast<int>(0xC2B20000u)));
-        const V z = _mm512_castsi512_ps(_mm512_mask_min_epi32(b, 0xFFFF, b, _mm512_set1_epi32(0x42AE0000)));
-        const V magic = _mm512_set1_ps(12582912.0f + 127.0f), one = _mm512_set1_ps(1.0f);
-        const V t = _mm512_fnmadd_ps(z, _mm512_set1_ps(1.44269504088896341f), magic);
-        const V n = _mm512_sub_ps(t, magic);
-        V q = _mm512_fmadd_ps(n, _mm512_set1_ps(0.693359375f), z);
-        q = _mm512_fmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), q);
-        V p = _mm512_set1_ps(-kExpSigmoidP[0]);
-        p = _mm512_fmadd_ps(p, q, _mm512_set1_ps(kExpSigmoidP[1]));
-        p = _mm512_fmadd_ps(p, q, _mm512_set1_ps(-kExpSigmoidP[2]));
-        p = _mm512_fmadd_ps(p, q, _mm512_set1_ps(kExpSigmoidP[3]));
-        p = _mm512_fmadd_ps(p, q, _mm512_set1_ps(-kExpSigmoidP[4]));
-        const V y = _mm512_fmadd_ps(p, q, one);
-        const __m512i tb = _mm512_castps_si512(t);
-        const V s = _mm512_castsi512_ps(_mm512_mask_slli_epi32(tb, 0xFFFF, tb, 23));
-        return _mm512_div_ps(x, _mm512_fmadd_ps(y, s, one));
+        const __m512i b = _mm512_mask_min_epu32(xb, 0xFFFF, xb, _mm512_set1_epi32(static_cast<int>(ub)));
+        return _mm512_castsi512_ps(_mm512_mask_min_epi32(b, 0xFFFF, b, _mm512_set1_epi32(sb)));
     }
+    static V exp2_bits(V t) {
+        const __m512i tb = _mm512_castps_si512(t);
+        return _mm512_castsi512_ps(_mm512_mask_slli_epi32(tb, 0xFFFF, tb, 23));
+    }
+    static V div(V a, V b) { return _mm512_div_ps(a, b); }
     static V maxnan(V a, V b) {  // max_ps gives b when either is NaN (a NaN b stays); a NaN a is kept
         return _mm512_mask_mov_ps(_mm512_mask_max_ps(b, 0xFFFF, a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
     }

@@ -4,22 +4,42 @@
 // the band kernel dw_planes and its taps (dw_taps), the direct 3 x 3 rows (dw_direct3,
 // dw_direct3s2), and the channel-lane path for small planes (dw_channels, with dw_run and
 // dw_channel_runs for 5-column filters).
-#include <cmath>
+// (Its includers include these first, outside their instruction-set region: simd_kernels.h.)
+#include "src/core/scalar_ops.h"
+#include "src/cpu/vmath_coeffs.h"
+
 #include <cstdint>
 #include <type_traits>
 
 namespace kiln::cpu::simd {
 
-// SiLU, x / (1 + exp(-x)), of each lane: S::silu where the traits have it (the f32 vector
-// types: simd_avx2.cpp, simd_avx512.cpp), else lane by lane in double.
-template <class S> [[gnu::always_inline]] inline typename S::V dw_silu(typename S::V v) {
-    if constexpr (requires { S::silu(v); }) {
-        return S::silu(v);
+// SiLU, x / (1 + exp(-x)), of each lane. The f32 vector traits (their bit operations:
+// min_bits, exp2_bits, div in simd_avx2.cpp, simd_avx512.cpp) compute it as tier 2 does
+// (tiers/llvm/vmath.cpp, exp_sigmoid_f32, whose comment derives each step): x clamped to
+// [-89, 87] by two integer minimums on its bits (a NaN x reaches the quotient through the
+// numerator), n = round(-x log2e) through the magic constant, q = x + n ln2 in two parts,
+// exp(-x) = (1 + q g(q)) 2^n with g the Horner steps of kExpSigmoidP in q with alternating
+// signs, one division. The other traits: lane by lane, as the interpreter (scalar::silu).
+template <class S> inline typename S::V dw_silu(typename S::V v) {
+    using V = typename S::V;
+    if constexpr (requires { S::exp2_bits(v); }) {
+        using vmath::kExpSigmoidP;
+        const V z = S::min_bits(v, 0xC2B20000u, 0x42AE0000);  // the bits of -89.0f and 87.0f
+        const V magic = S::set1(12582912.0f + 127.0f), one = S::set1(1.0f);
+        const V t = S::fma(z, S::set1(-1.44269504088896341f), magic);
+        const V n = S::sub(t, magic);
+        V q = S::fma(n, S::set1(0.693359375f), z);
+        q = S::fma(n, S::set1(-2.12194440e-4f), q);
+        V p = S::set1(-kExpSigmoidP[0]);
+        p = S::fma(p, q, S::set1(kExpSigmoidP[1]));
+        p = S::fma(p, q, S::set1(-kExpSigmoidP[2]));
+        p = S::fma(p, q, S::set1(kExpSigmoidP[3]));
+        p = S::fma(p, q, S::set1(-kExpSigmoidP[4]));
+        return S::div(v, S::fma(S::fma(p, q, one), S::exp2_bits(t), one));
     } else {
-        using T = typename S::T;
-        alignas(64) T lanes[S::W];
+        alignas(64) typename S::T lanes[S::W];
         S::store(lanes, v);
-        for (T& x : lanes) x = static_cast<T>(static_cast<double>(x) / (1.0 + std::exp(-static_cast<double>(x))));
+        for (auto& x : lanes) x = core::scalar::silu(x);
         return S::load(lanes);
     }
 }

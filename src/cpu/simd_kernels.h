@@ -6,7 +6,10 @@
 //   load_n(p, n) = {p[0], ..., p[n-1], 0, ...} and store_n(p, v, n) for 0 <= n <= W (masked:
 //   nothing outside the n elements is touched), head(v, n) (lanes >= n zeroed), maxnan(a, b)
 //   (per lane: NaN if either is, else the larger), clamp(v, lo, hi) = min_ps(hi, max_ps(lo, v))
-//   (x86's operand order: a NaN v stays NaN), transpose(V (&r)[W]) (r[i][j] <- r[j][i]).
+//   (x86's operand order: a NaN v stays NaN), transpose(V (&r)[W]) (r[i][j] <- r[j][i]);
+//   the f32 vector traits also set1(x), sub(a, b), div(a, b), min_bits(v, ub, sb) (per lane,
+//   the bits b: min_s32(min_u32(b, ub), sb)) and exp2_bits(t) (the bits of t shifted left
+//   by 23), with which simd_depthwise.h's dw_silu computes SiLU.
 // Each simd_<isa>.cpp defines its traits and instantiates the kernels into its tables
 // (gemm.h). It includes this header after every standard header and inside
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of

@@ -1,7 +1,7 @@
 #pragma once
 // The f32 polynomial coefficients that both CPU tiers inline for exp, log, tanh, erf, sin and
 // cos (fitted, or from Cephes), so tier 1 and tier 2 compute the same approximations, and
-// that the depthwise kernels' SiLU uses as tier 2 does (simd_avx2.cpp, simd_avx512.cpp). The
+// that the depthwise kernels' SiLU uses as tier 2 does (simd_depthwise.h, dw_silu). The
 // reductions around them are described where each tier emits them (tiers/llvm/vmath.cpp,
 // tiers/asmjit/vmath.cpp).
 namespace kiln::cpu::vmath {
