@@ -2,12 +2,16 @@
 // precision, for every instruction set the host runs (portable, AVX2, AVX-512): dense and
 // depthwise, blocked and NCHW inputs, 1x1 (the image as one row) and k x k with strides,
 // padding and dilation, odd channel counts, runs cut by the borders and by the pixel range,
-// sub-ranges of blocks and pixels written into a caller's tile (nothing outside it touched).
+// sub-ranges of blocks and pixels written into a caller's tile (nothing outside it touched);
+// and the column sums of the blocked layout's global average pool (src/cpu/col_sum.h).
 #include <doctest/doctest.h>
 
+#include "src/cpu/col_sum.h"
 #include "src/cpu/conv_nchwc.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -113,4 +117,42 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         ++cases;
     }
     CHECK(cases >= 60);
+}
+
+// src/cpu/col_sum.h: the blocked layout's global average pool sums each of the 16 lanes of
+// a block over the pixels, in double (tiers/interp/reduce.cpp). The kernels must give the
+// interpreter's plain loop bit for bit: each column from 0.0, rows in order.
+TEST_CASE("cpu nchwc: column sums in double equal the plain loop bit for bit on every instruction set") {
+    std::vector<CpuIsa> isas{CpuIsa::portable};
+    for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
+        if (kiln::cpu::cap_cpu_isa(isa) == isa) isas.push_back(isa);
+        else MESSAGE("cpu nchwc: the host lacks " << std::string(kiln::cpu::cpu_isa_name(isa)) << "; its column sums are not tested here");
+    std::mt19937_64 rng(5);
+    // Values of mixed magnitudes, so that the order of the additions shows in the bits.
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> e(-60, 60);  // wider than double's 53 bits: sums round
+    const std::vector<std::array<I64, 3>> shapes{{1, 1, 1},  {3, 7, 16},  {2, 49, 16}, {5, 196, 16}, {1, 3, 1},
+                                                 {4, 9, 5},  {2, 11, 37}, {3, 0, 16},  {1, 5, 64},   {7, 13, 24},
+                                                 {1, 2, 200}, {9, 4, 8}};
+    for (const auto& [a, r, b] : shapes) {
+        std::vector<float> x(static_cast<std::size_t>(a * r * b));
+        for (float& v : x) v = std::ldexp(u(rng), e(rng));
+        std::vector<double> want(static_cast<std::size_t>(a * b));
+        for (I64 i = 0; i < a; ++i)
+            for (I64 j = 0; j < b; ++j) {
+                double s = 0.0;
+                for (I64 k = 0; k < r; ++k) s += double(x[static_cast<std::size_t>((i * r + k) * b + j)]);
+                want[static_cast<std::size_t>(i * b + j)] = s;
+            }
+        for (CpuIsa isa : isas) {
+            CAPTURE(std::string(kiln::cpu::cpu_isa_name(isa)));
+            CAPTURE(a);
+            CAPTURE(r);
+            CAPTURE(b);
+            std::vector<double> got(want.size() + 1, -7.0);  // one past the end: must stay untouched
+            kiln::cpu::col_sum_f32(isa, x.data(), a, r, b, got.data());
+            for (std::size_t t = 0; t < want.size(); ++t) REQUIRE(std::memcmp(&got[t], &want[t], sizeof(double)) == 0);
+            CHECK(got.back() == -7.0);
+        }
+    }
 }

@@ -6,6 +6,7 @@
 // (a 256 x 16 float panel of B is 16 KiB, half of a 32 KiB L1), MC = 144 rows of A (a 144 x
 // 256 float block is 144 KiB, within a 512 KiB L2), NC = 1024 columns of B.
 #include "src/core/scalar_ops.h"
+#include "src/cpu/col_sum.h"
 #include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/vmath_coeffs.h"
@@ -138,6 +139,7 @@ struct Avx2F64 {
     static constexpr int W = 4;
     static V zero() { return _mm256_setzero_pd(); }
     static V load(const T* p) { return _mm256_loadu_pd(p); }
+    static V load_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }  // W floats, widened
     static void store(T* p, V v) { _mm256_storeu_pd(p, v); }
     static V bcast(const T* p) { return _mm256_broadcast_sd(p); }
     static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
@@ -190,6 +192,9 @@ constinit const SimdKernels<double> kAvx2F64 =
 
 // The blocked-layout convolution (conv_nchwc.h).
 constinit const NchwcFn kAvx2Nchwc = &simd::nchwc_conv<Avx2F32>;
+
+// Column sums in double (col_sum.h).
+constinit const ColSumFn kAvx2ColSum = &simd::col_sum<Avx2F64>;
 
 }  // namespace kiln::cpu
 

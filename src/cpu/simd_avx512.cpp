@@ -5,6 +5,7 @@
 // Register tiles: f32 12 x 32 (24 of the 32 zmm registers accumulate), f64 12 x 16. Cache
 // blocks: KC = 256, MC = 144 rows of A, NC = 1024 columns of B (f32; half for f64).
 #include "src/core/scalar_ops.h"
+#include "src/cpu/col_sum.h"
 #include "src/cpu/conv_nchwc.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/vmath_coeffs.h"
@@ -150,6 +151,7 @@ struct Avx512F64 {
     static constexpr int W = 8;
     static V zero() { return _mm512_setzero_pd(); }
     static V load(const T* p) { return _mm512_loadu_pd(p); }
+    static V load_f32(const float* p) { return _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }  // W floats, widened (maskz: GCC 12 warns on the unmasked form)
     static void store(T* p, V v) { _mm512_storeu_pd(p, v); }
     static V bcast(const T* p) { return _mm512_set1_pd(*p); }
     static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
@@ -216,6 +218,9 @@ constinit const SimdKernels<double> kAvx512F64 = simd::make_table<Avx512F64, 12,
 
 // The blocked-layout convolution (conv_nchwc.h).
 constinit const NchwcFn kAvx512Nchwc = &simd::nchwc_conv<Avx512F32>;
+
+// Column sums in double (col_sum.h).
+constinit const ColSumFn kAvx512ColSum = &simd::col_sum<Avx512F64>;
 
 }  // namespace kiln::cpu
 

@@ -15,7 +15,8 @@
 // `#pragma GCC target(...)`, so that these templates, and nothing shared with the rest of
 // the program, are compiled for that instruction set.
 //
-// Here: the GEMM's register tile and rows kernel, the max pool, and the tables; the depthwise
+// Here: the GEMM's register tile and rows kernel, the max pool, the column sums, and the
+// tables; the depthwise
 // kernels are in simd_depthwise.h, included below.
 // The matrix tile keeps M x NV vector accumulators in registers over the whole depth kc:
 // per step it loads NV vectors of B and broadcasts M values of A (a register tile of
@@ -260,6 +261,59 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
 
 // The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
 // the depthwise plane.
+// Column sums in double of f32 data (col_sum.h), for the f64 traits D (load_f32(p): W floats
+// widened). N columns of W lanes at once, each its own chain of additions in row order.
+template <class D, int N>
+void col_sum_units(const float* const* base, double* const* dst, std::int64_t r, std::int64_t b) {
+    typename D::V acc[N];
+#pragma GCC unroll 8
+    for (int u = 0; u < N; ++u) acc[u] = D::zero();
+    for (std::int64_t k = 0; k < r; ++k)
+#pragma GCC unroll 8
+        for (int u = 0; u < N; ++u) acc[u] = D::add(acc[u], D::load_f32(base[u] + k * b));
+#pragma GCC unroll 8
+    for (int u = 0; u < N; ++u) D::store(dst[u], acc[u]);
+}
+
+// out[i * b + j] = the sum over k < r of x[(i * r + k) * b + j], from 0.0 in order of k; the
+// vectors of W columns of every i are taken eight at a time (across i where b is small:
+// the blocked layout's b = 16 is 4 or 2 vectors), the last b % W columns one by one.
+template <class D> void col_sum(const float* x, std::int64_t a, std::int64_t r, std::int64_t b, double* out) {
+    constexpr int W = D::W, kUnits = 8;
+    const float* base[kUnits];
+    double* dst[kUnits];
+    int n = 0;
+    auto flush = [&] {
+        switch (n) {
+        case 1: col_sum_units<D, 1>(base, dst, r, b); break;
+        case 2: col_sum_units<D, 2>(base, dst, r, b); break;
+        case 3: col_sum_units<D, 3>(base, dst, r, b); break;
+        case 4: col_sum_units<D, 4>(base, dst, r, b); break;
+        case 5: col_sum_units<D, 5>(base, dst, r, b); break;
+        case 6: col_sum_units<D, 6>(base, dst, r, b); break;
+        case 7: col_sum_units<D, 7>(base, dst, r, b); break;
+        case 8: col_sum_units<D, 8>(base, dst, r, b); break;
+        default: break;
+        }
+        n = 0;
+    };
+    for (std::int64_t i = 0; i < a; ++i) {
+        const float* xi = x + i * r * b;
+        std::int64_t j = 0;
+        for (; j + W <= b; j += W) {
+            base[n] = xi + j;
+            dst[n] = out + i * b + j;
+            if (++n == kUnits) flush();
+        }
+        for (; j < b; ++j) {
+            double s = 0.0;
+            for (std::int64_t k = 0; k < r; ++k) s += static_cast<double>(xi[k * b + j]);
+            out[i * b + j] = s;
+        }
+    }
+    flush();
+}
+
 template <class S, int MR, int NV, class Table, std::size_t... R>
 constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::int64_t nc, std::index_sequence<R...>) {
     return Table{isa,

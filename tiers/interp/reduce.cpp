@@ -16,7 +16,10 @@
 //   split into fixed chunks of kChunk elements whose partial results are merged in order.
 //   The chunking depends only on the shape, never on the thread count, so results are
 //   deterministic.
+// - Sums and means of f32 down a middle axis run on the vector kernel of src/cpu/col_sum.h
+//   (double lanes across the kept columns, each column added in index order: the same bits).
 #include "src/core/strided.h"
+#include "src/cpu/col_sum.h"
 #include "src/support/check.h"
 #include "tiers/interp/kernels.h"
 
@@ -140,6 +143,17 @@ void reduce_rows(const T* x, I64 m, I64 r, const Acc& acc, Out* out) {
 template <class T, class Acc, class Out>
 void reduce_cols(const T* x, I64 a, I64 r, I64 b, const Acc& acc, Out* out) {
     using S = decltype(acc.init());
+    // f32 sums and means: the vector kernel (src/cpu/col_sum.h), the same additions in the
+    // same order (the blocked layout's global average pools, [N, Cb, H, W, 16] over H and W).
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, SumAcc<float>>) {
+        const cpu::CpuIsa isa = cpu::kernel_cpu_isa();
+        core::parallel_range(a, b * std::max<I64>(r, 1), [&](I64 lo, I64 hi) {
+            std::vector<double> s(static_cast<std::size_t>((hi - lo) * b));
+            cpu::col_sum_f32(isa, x + lo * r * b, hi - lo, r, b, s.data());
+            for (I64 t = 0; t < (hi - lo) * b; ++t) out[lo * b + t] = acc.finish(s[static_cast<std::size_t>(t)], r);
+        });
+        return;
+    }
     constexpr I64 kCols = 256;
     const I64 blocks = (b + kCols - 1) / kCols;
     core::parallel_range(a * blocks, kCols * std::max<I64>(r, 1), [&](I64 lo, I64 hi) {
