@@ -190,8 +190,8 @@ namespace kiln::cpu::simd {
 // The vertical rows of a band of kPoolBandRows output rows are made before their horizontal
 // maxima: a row's unaligned loads right after its stores waited on store forwarding (a load
 // spanning two recent stores), which made the kernel ~5x slower than its instruction count
-// (squeezenet's 64 x 111 x 111 pool, AMD EPYC Zen 4). A row's first input row is copied, not
-// max'ed into a row of -inf.
+// (squeezenet's 64 x 111 x 111 pool, AMD EPYC Zen 4). A row's columns are max'ed over the
+// window's input rows in registers, each stored once.
 template <class S>
 void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out, typename S::T* scratch) {
     using T = typename S::T;
@@ -215,26 +215,33 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
                 fill_n<S>(row, tw + 2 * W + 1, lowest);
                 continue;
             }
-            // The first input row copied, -inf beside it; the next ones max'ed in.
             if (g.pw > 0) fill_n<S>(row, g.pw, lowest);
-            {
-                const T* src = x + ya * g.w;
-                I64 i = 0;
-                for (; i + W <= n; i += W) S::store(r + i, S::load(src + i));
-                if (i < n) S::store_n(r + i, S::load_n(src + i, n - i), n - i);
-                fill_n<S>(r + n, tw + 2 * W + 1 - g.pw - n, lowest);
+            if (n >= W) {
+                // Each vector of columns max'ed over the window's input rows in registers and
+                // stored once; the last vector ends at column n, over columns already done
+                // (the same values again): no masked loads and stores, which are slow on AMD
+                // cores (vmaskmovps), and no load of a row just stored.
+                auto column = [&](I64 i) {
+                    V v = S::load(x + ya * g.w + i);
+                    for (I64 iy = ya + 1; iy < yb; ++iy) v = S::maxnan(S::load(x + iy * g.w + i), v);
+                    S::store(r + i, v);
+                };
+                for (I64 i = 0; i + W < n; i += W) column(i);
+                column(n - W);
+            } else {
+                // The first input row copied; the next ones max'ed in.
+                S::store_n(r, S::load_n(x + ya * g.w, n), n);
+                for (I64 iy = ya + 1; iy < yb; ++iy) S::store_n(r, S::maxnan(S::load_n(x + iy * g.w, n), S::load(r)), n);
             }
-            for (I64 iy = ya + 1; iy < yb; ++iy) {
-                const T* src = x + iy * g.w;
-                I64 i = 0;
-                for (; i + W <= n; i += W) S::store(r + i, S::maxnan(S::load(src + i), S::load(r + i)));
-                if (i < n) S::store_n(r + i, S::maxnan(S::load_n(src + i, n - i), S::load(r + i)), n - i);
-            }
+            fill_n<S>(r + n, tw + 2 * W + 1 - g.pw - n, lowest);
         }
         for (I64 y = band; y < band_end; ++y) {
             const T* row = scratch + (y - band) * pitch;
             T* o = out + y * g.ow;
-            for (I64 xo = 0; xo < g.ow; xo += W) {
+            for (I64 xs = 0; xs < g.ow; xs += W) {
+                // A last vector of outputs past the row's end starts early instead (its first
+                // outputs again), where the row has a whole vector.
+                const I64 xo = xs + W > g.ow && g.ow >= W ? g.ow - W : xs;
                 V acc = vlow;
                 if (g.sw == 1) {
                     for (I64 j = 0; j < g.kw; ++j) acc = S::maxnan(S::load(row + xo + j), acc);
