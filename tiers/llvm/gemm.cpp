@@ -40,6 +40,7 @@
 #include "src/cpu/winograd.h"
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 namespace kiln::tiers::llvm_tier {
@@ -565,6 +566,25 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         });
 }
 
+bool GemmGen::epilogue_rereadable() const {
+    // Every load of the epilogue is free of the column (a bias, a scale per row), so that an
+    // element's value depends on its sum and its row alone and computing it twice stores the
+    // same value twice; a load along the row (a residual) might read what the first store
+    // wrote, were the memory shared.
+    std::function<bool(const kir::ExprRef&)> column_free = [&](const kir::ExprRef& e) {
+        if (!e) return true;
+        if (e->kind == kir::ExprKind::Load && kir::uses_var(e->args[0], h_.col_var)) return false;
+        for (const kir::ExprRef& a : e->args)
+            if (!column_free(a)) return false;
+        return true;
+    };
+    for (const kir::StmtRef& st : h_.epilogue) {
+        if (st->kind == kir::StmtKind::Loop) return false;
+        if (!column_free(st->value)) return false;
+    }
+    return true;
+}
+
 void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
     const llvm::Align ea(static_cast<std::uint64_t>(es_));
     // Vectors per iteration: a bound row of 2-4 whole vectors (a tile's row of NR = NV VW)
@@ -573,11 +593,10 @@ void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Va
     auto* cc = llvm::dyn_cast<llvm::ConstantInt>(cols);
     const std::int64_t nvec = cc && cc->getSExtValue() % vw_ == 0 ? cc->getSExtValue() / vw_ : 0;
     const std::int64_t il = nvec >= 2 && nvec <= 4 ? nvec : vw_ * es_ == 64 ? 2 : 1;
-    loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
-        em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
-        Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
-        llvm::Instruction* br = loop_by(i64(0), cols, "epi.c", [&](Value* c) {
-            em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
+    // One row's columns [c0, c0 + n) (n counted from brow).
+    auto row_cols = [&](Value* brow, Value* c0, Value* n, std::int64_t interleave) {
+        llvm::Instruction* br = loop_by(i64(0), n, "epi.c", [&](Value* c) {
+            em_.bind_var(h_.col_var, b_.CreateAdd(c0, c));
             em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
             return i64(1);
         });
@@ -591,15 +610,11 @@ void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Va
         // The tail folded into masked lanes on AVX-512 only: AVX2's masked loads and stores
         // (vmaskmovps) are slow on AMD cores, and its masks take a dozen instructions per
         // vector; there the tail runs as scalars after the whole vectors (a depthwise conv's
-        // epilogue under KILN_CPU_ISA=avx2, AMD EPYC Zen 4: as long as the kernel itself).
-        // Scalars cost most in a long epilogue: AVX2's 3x3 convs have tiles of NR = 3 VW,
-        // whose rows ran 2 vectors and 8 scalars, and the runs of a strided conv's strips
-        // (rows of the output cut at its edges) vary in length, so that at 2 vectors per
-        // iteration up to 15 of a run's elements ran as scalars. efficientnet_b0's stem
-        // (3 -> 32, 3x3 stride 2 at 224 x 224, SiLU), KILN_CPU_ISA=avx2, 1 thread, AMD EPYC
-        // Zen 4: 1.0 -> 0.59 ms, against 0.31 ms with relu.
+        // epilogue under KILN_CPU_ISA=avx2, AMD EPYC Zen 4: as long as the kernel itself),
+        // or, where the epilogue may compute an element twice, as one more whole vector (see
+        // below).
         const auto width = static_cast<std::uint32_t>(vw_);
-        const auto count = static_cast<std::uint32_t>(il);
+        const auto count = static_cast<std::uint32_t>(interleave);
         if (vw_ * es_ == 64)
             loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
                             {"llvm.loop.vectorize.width", b_.getInt32(width)},
@@ -609,6 +624,29 @@ void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Va
             loop_hints(br, {{"llvm.loop.vectorize.enable", b_.getTrue()},
                             {"llvm.loop.vectorize.width", b_.getInt32(width)},
                             {"llvm.loop.interleave.count", b_.getInt32(count)}});
+    };
+    // At 256 bits a row of a count not bound to whole vectors, of at least one vector, runs
+    // as whole vectors, the last one ending at the row's end over columns already done (the
+    // same values stored again), where the epilogue allows it (epilogue_rereadable): no
+    // scalar tail. Scalars cost most in a long epilogue: AVX2's 3x3 convs have tiles of NR =
+    // 3 VW, and the runs of a strided conv's strips (rows of the output cut at its edges)
+    // vary in length, so that up to 7 of a run's elements ran as scalars (efficientnet_b0's
+    // stem, 3 -> 32, 3x3 stride 2 at 224 x 224, SiLU, KILN_CPU_ISA=avx2: its scalar tails
+    // held 15% of its samples).
+    const bool overlap = vw_ * es_ == 32 && nvec == 0 && epilogue_rereadable();
+    loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
+        em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
+        Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
+        if (!overlap) return row_cols(brow, col0, cols, il);
+        if_else(b_.CreateICmpSGE(cols, i64(vw_)),
+                [&] {
+                    Value* last = b_.CreateSub(cols, i64(vw_));
+                    loop(i64(0), last, i64(vw_), "epi.v", [&](Value* c) {
+                        row_cols(elem(brow, c), b_.CreateAdd(col0, c), i64(vw_), 1);
+                    }, true);
+                    row_cols(elem(brow, last), b_.CreateAdd(col0, last), i64(vw_), 1);
+                },
+                [&] { row_cols(brow, col0, cols, 1); });
     });
 }
 

@@ -322,6 +322,9 @@ private:
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
     // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
     void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
+    // Whether the epilogue may compute an element twice (epilogue()'s last vector of a row):
+    // it reads nothing along the row but the sums.
+    bool epilogue_rereadable() const;
     // The same over rows of up to hundreds of columns (stream()'s and the depthwise paths'
     // buffers): each row in pieces of two vectors with a bound count, then its last columns.
     void long_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
