@@ -109,7 +109,8 @@ void check_layout(const jit::MemoryPlan& mp) {
         CHECK(oa % jit::kArenaAlign == 0);
         CHECK(oa + mp.live[a].bytes <= mp.arena_bytes);
         for (std::size_t b = a + 1; b < mp.offset.size(); ++b)
-            if (mp.offset[b] >= 0) {
+            if (mp.offset[b] >= 0 && mp.joined_into[a] != static_cast<std::int64_t>(b) &&
+                mp.joined_into[b] != static_cast<std::int64_t>(a)) {
                 CAPTURE(a);
                 CAPTURE(b);
                 CHECK_FALSE(overlap(mp.live[a], oa, mp.live[b], static_cast<std::size_t>(mp.offset[b])));
@@ -312,6 +313,44 @@ void check_all_compiled(const Function& f) {
     CHECK(compiled >= 3);
 }
 
+
+// Two convs of x concatenated along the channels, then a conv of the concat: at batch 1 the
+// concat is joined (memory_plan.h), its operands written in their places inside it. `c1`
+// channels in the first operand; `shared`: the first operand is also a graph output's
+// operand (read by two nodes: not joined).
+Graph concat_graph(std::int64_t c1, bool shared) {
+    Tensor w1 = Tensor::rand({c1, 8, 3, 3}, 11, DType::f32, -0.2, 0.2), b1 = Tensor::randn({c1}, 12);
+    Tensor w2 = Tensor::rand({16, 8, 1, 1}, 13, DType::f32, -0.2, 0.2), b2 = Tensor::randn({16}, 14);
+    Tensor w3 = Tensor::rand({8, c1 + 16, 1, 1}, 15, DType::f32, -0.2, 0.2);
+    return trace("concat", {arg("x", DType::f32, {dyn("B"), 8, 10, 10})}, [&](const std::vector<Var>& in) {
+        Var a = relu(conv2d(in[0], w1, b1, {1, 1}, {1, 1}));
+        Var c = relu(conv2d(in[0], w2, b2));
+        Var y = conv2d(concat({a, c}, 1), w3);
+        if (shared) return std::vector<Var>{y, a * 2.0};
+        return std::vector<Var>{y};
+    });
+}
+
+// The concats of `mp` whose operands sit inside them, and checks that each operand's offset
+// is its place in the concat.
+int joined_concats(const Graph& g, const jit::MemoryPlan& mp) {
+    const ir::Graph& ig = *g.impl();
+    int joined = 0;
+    for (std::size_t v = 0; v < ig.nodes.size(); ++v) {
+        if (ig.nodes[v].op != ir::Op::concat) continue;
+        std::int64_t at = mp.offset[v];
+        bool all = true;
+        for (auto in : ig.nodes[v].inputs) {
+            const auto id = static_cast<std::size_t>(in);
+            all = all && mp.joined_into[id] == static_cast<std::int64_t>(v);
+            if (mp.joined_into[id] == static_cast<std::int64_t>(v)) CHECK(mp.offset[id] == at);
+            at += static_cast<std::int64_t>(mp.live[id].bytes);
+        }
+        joined += all;
+    }
+    CHECK(static_cast<std::size_t>(joined) == mp.joined);
+    return joined;
+}
 }  // namespace
 
 TEST_CASE("memory plan: compiled multi-group plans with views match the interpreter on changing shapes") {
@@ -445,4 +484,51 @@ TEST_CASE("memory plan: freed host blocks of 128 KiB and more are reused, smalle
     void* s = core::host_alloc(100000, &cap);
     core::host_free(s, cap);
     CHECK(core::host_cached_bytes() == 0);
+}
+
+TEST_CASE("memory plan: a batch-1 concat of compiled values is joined: its operands are computed in place") {
+    // The plan: joined at batch 1 only (an axis of size > 1 before the channels cuts each
+    // operand into pieces), when the first operand's bytes are whole arena lines (16
+    // channels of 10 x 10: 6400 bytes; 3 channels: 1200, not), and when the concat alone
+    // reads its operands.
+    struct Case {
+        std::int64_t c1, batch;
+        bool shared;
+        int joined;
+    };
+    for (const Case& c : {Case{16, 1, false, 1}, Case{16, 2, false, 0}, Case{3, 1, false, 0}, Case{16, 1, true, 0}}) {
+        CAPTURE(c.c1);
+        CAPTURE(c.batch);
+        CAPTURE(c.shared);
+        Graph g = concat_graph(c.c1, c.shared);
+        jit::MemoryPlan mp = plan_for(g, {{c.batch, 8, 10, 10}});
+        check_layout(mp);
+        CHECK(joined_concats(g, mp) == c.joined);
+    }
+    // The results, compiled (joined at batch 1) against the interpreter, batches changing
+    // (and at the first calls, while operands come from the interpreter, the concat copies).
+    if (test::lacks_tier(2)) return;
+    for (bool shared : {false, true}) {
+        Graph g = concat_graph(16, shared);
+        Function fj = Engine(compiled_options()).load(g);
+        Function fi = Engine(ref::interp_options()).load(g);
+        const std::vector<std::int64_t> batches{1, 1, 2, 1, 3, 1};
+        for (int round = 0; round < 3; ++round)
+            for (std::size_t i = 0; i < batches.size(); ++i) {
+                CAPTURE(round);
+                CAPTURE(batches[i]);
+                Tensor x = Tensor::randn({batches[i], 8, 10, 10}, 300 + i);
+                auto want = fi({x});
+                auto got = fj({x});
+                REQUIRE(got.size() == want.size());
+                for (std::size_t k = 0; k < got.size(); ++k) CHECK(ref::max_rel_diff(got[k], want[k]) < 1e-4);
+            }
+        fj.warmup({{{1, 8, 10, 10}}});
+        for (int i = 0; i < 3; ++i) {
+            Tensor x = Tensor::randn({1, 8, 10, 10}, 400 + static_cast<std::uint64_t>(i));
+            auto want = fi({x});
+            auto got = fj({x});
+            for (std::size_t k = 0; k < got.size(); ++k) CHECK(ref::max_rel_diff(got[k], want[k]) < 1e-4);
+        }
+    }
 }

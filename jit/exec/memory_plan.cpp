@@ -92,24 +92,71 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         if (is_output[id]) escapes[root[id]] = true;
     }
 
-    std::vector<LiveBuffer> buffers;
-    std::vector<std::size_t> values;
+    auto bytes_of = [&](std::size_t v) {
+        return static_cast<std::size_t>(support::checked_bytes(shapes[v], dtype_size(g.nodes[v].type.dtype), "plan_memory"));
+    };
+    // The values compiled groups may write into the arena, and their groups.
+    std::vector<std::int32_t> def_group(n, -1);
     for (std::size_t gi = 0; gi < partition.groups.size(); ++gi) {
         if (!compilable[gi]) continue;
         for (auto o : partition.groups[gi].outputs) {
             const std::size_t v = u(o);
-            if (is_output[v] || escapes[root[v]]) continue;
-            const auto bytes =
-                static_cast<std::size_t>(support::checked_bytes(shapes[v], dtype_size(g.nodes[v].type.dtype), "plan_memory"));
-            if (bytes == 0) continue;
-            const auto first = static_cast<std::int32_t>(gi);
-            buffers.push_back({bytes, first, std::max(first, set_last[root[v]])});
-            values.push_back(v);
+            if (!is_output[v] && !escapes[root[v]] && bytes_of(v) > 0) def_group[v] = static_cast<std::int32_t>(gi);
         }
+    }
+    // Joined concats (MemoryPlan::joined_into): operand -> concat, and each operand's offset in it.
+    std::vector<std::int64_t> joined_into(n, -1), inner(n, 0);
+    std::vector<std::int32_t> joined_first(n, -1);
+    std::vector<int> readers(n, 0);
+    std::vector<bool> viewed(n, false);
+    for (std::size_t id = 0; id < n; ++id) {
+        for (auto in : g.nodes[id].inputs) ++readers[u(in)];
+        if (root[id] != id) viewed[root[id]] = true;
+    }
+    for (std::size_t gi = 0; gi < partition.groups.size(); ++gi) {
+        const passes::Group& grp = partition.groups[gi];
+        if (grp.kind != passes::GroupKind::opaque || grp.nodes.size() != 1) continue;
+        const std::size_t v = u(grp.nodes.front());
+        const ir::Node& cat = g.nodes[v];
+        if (cat.op != ir::Op::concat || is_output[v] || escapes[root[v]] || bytes_of(v) == 0) continue;
+        const Shape& shape = shapes[v];
+        std::int64_t axis = cat.attrs.i("axis");
+        if (axis < 0) axis += static_cast<std::int64_t>(shape.size());
+        bool ok = axis >= 0 && axis < static_cast<std::int64_t>(shape.size());
+        for (std::int64_t d = 0; ok && d < axis; ++d) ok = shape[u(d)] == 1;
+        std::size_t at = 0;
+        std::int32_t first = static_cast<std::int32_t>(gi);
+        for (std::size_t i = 0; ok && i < cat.inputs.size(); ++i) {
+            const std::size_t in = u(cat.inputs[i]);
+            ok = def_group[in] >= 0 && readers[in] == 1 && !viewed[in] && joined_into[in] < 0 &&
+                 g.nodes[in].type.dtype == cat.type.dtype && at % kArenaAlign == 0;
+            at += bytes_of(in);
+            first = std::min(first, def_group[in]);
+        }
+        if (!ok || at != bytes_of(v)) continue;
+        at = 0;
+        for (auto in : cat.inputs) {
+            joined_into[u(in)] = static_cast<std::int64_t>(v);
+            inner[u(in)] = static_cast<std::int64_t>(at);
+            at += bytes_of(u(in));
+        }
+        joined_first[v] = first;
+    }
+
+    std::vector<LiveBuffer> buffers;
+    std::vector<std::size_t> values;
+    for (std::size_t v = 0; v < n; ++v) {
+        const bool joined = joined_first[v] >= 0;
+        if ((def_group[v] < 0 && !joined) || joined_into[v] >= 0) continue;
+        const std::int32_t first = joined ? joined_first[v] : def_group[v];
+        const std::int32_t own = joined ? static_cast<std::int32_t>(partition.group_of[v]) : first;
+        buffers.push_back({bytes_of(v), first, std::max(own, set_last[root[v]])});
+        values.push_back(v);
     }
     MemoryPlan mp;
     mp.offset.assign(n, -1);
     mp.live.assign(n, LiveBuffer{});
+    mp.joined_into = joined_into;
     std::vector<std::size_t> offsets;
     mp.arena_bytes = assign_offsets(buffers, offsets);
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -117,8 +164,16 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         mp.live[values[i]] = buffers[i];
         mp.placed_bytes = support::checked_add_bytes(
             mp.placed_bytes, support::checked_round_up(buffers[i].bytes, kArenaAlign, "plan_memory"), "plan_memory");
+        mp.joined += joined_first[values[i]] >= 0;
     }
     mp.placed = values.size();
+    for (std::size_t v = 0; v < n; ++v) {
+        if (joined_into[v] < 0) continue;
+        const auto cat = u(joined_into[v]);
+        mp.offset[v] = mp.offset[cat] + inner[v];
+        mp.live[v] = {bytes_of(v), def_group[v], mp.live[cat].last};
+        ++mp.placed;
+    }
     return mp;
 }
 

@@ -172,6 +172,22 @@ private:
         if (trace_) trace_guard_failure(*trace_, gr, code.versions.front().guard, s_.params.data(), to);
     }
     void release_inputs(std::size_t id, std::int32_t upto);
+    // A joined concat (MemoryPlan::joined_into) whose operands were all computed in their
+    // places inside it: its output is that memory, and there is nothing to copy. (An operand
+    // of the interpreter's, during warm-up, makes it copy as any concat.)
+    bool joined_in_place(const passes::Group& group) {
+        if (group.kind != passes::GroupKind::opaque || group.nodes.size() != 1) return false;
+        const auto v = static_cast<std::size_t>(group.nodes.front());
+        if (g_.nodes[v].op != ir::Op::concat || mp_.offset[v] < 0) return false;
+        for (auto in : g_.nodes[v].inputs) {
+            const auto id = static_cast<std::size_t>(in);
+            if (mp_.joined_into[id] != static_cast<std::int64_t>(v) || s_.val[id] || s_.addr[id] != arena() + mp_.offset[id])
+                return false;
+        }
+        s_.addr[v] = arena() + mp_.offset[v];
+        s_.val[v] = nullptr;
+        return true;
+    }
 
     const Executable& x_;
     const ir::Graph& g_;
@@ -349,6 +365,7 @@ int CallRunner::run() {
                 }
             }
         }
+        if (!done && joined_in_place(group)) done = true;
         if (!done) {  // tier 0
             tiers::LaunchArgs a;
             a.env = this;
