@@ -43,13 +43,20 @@ double reference(const NchwcGeometry& g, const std::vector<float>& x, const std:
     return s;
 }
 
-}  // namespace
-
-TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on every instruction set") {
+// The instruction sets this host runs: portable, then AVX2 and AVX-512 where it has them; a
+// message names each one it lacks ("its <what> not tested here").
+std::vector<CpuIsa> host_isas(const char* what) {
     std::vector<CpuIsa> isas{CpuIsa::portable};
     for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
         if (kiln::cpu::cap_cpu_isa(isa) == isa) isas.push_back(isa);
-        else MESSAGE("cpu nchwc: the host lacks " << std::string(kiln::cpu::cpu_isa_name(isa)) << "; its kernel is not tested here");
+        else MESSAGE("cpu nchwc: the host lacks " << std::string(kiln::cpu::cpu_isa_name(isa)) << "; its " << what << " not tested here");
+    return isas;
+}
+
+}  // namespace
+
+TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on every instruction set") {
+    const std::vector<CpuIsa> isas = host_isas("kernel is");
     std::mt19937_64 rng(11);
     auto pick = [&](std::vector<I64> v) { return v[rng() % v.size()]; };
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -123,10 +130,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
 // a block over the pixels, in double (tiers/interp/reduce.cpp). The kernels must give the
 // interpreter's plain loop bit for bit: each column from 0.0, rows in order.
 TEST_CASE("cpu nchwc: column sums in double equal the plain loop bit for bit on every instruction set") {
-    std::vector<CpuIsa> isas{CpuIsa::portable};
-    for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
-        if (kiln::cpu::cap_cpu_isa(isa) == isa) isas.push_back(isa);
-        else MESSAGE("cpu nchwc: the host lacks " << std::string(kiln::cpu::cpu_isa_name(isa)) << "; its column sums are not tested here");
+    const std::vector<CpuIsa> isas = host_isas("column sums are");
     std::mt19937_64 rng(5);
     // Values of mixed magnitudes, so that the order of the additions shows in the bits.
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
