@@ -6,11 +6,7 @@ namespace {
 
 void portable(const float* x, std::int64_t a, std::int64_t r, std::int64_t b, double* out) {
     for (std::int64_t i = 0; i < a; ++i)
-        for (std::int64_t j = 0; j < b; ++j) {
-            double s = 0.0;
-            for (std::int64_t k = 0; k < r; ++k) s += static_cast<double>(x[(i * r + k) * b + j]);
-            out[i * b + j] = s;
-        }
+        for (std::int64_t j = 0; j < b; ++j) out[i * b + j] = col_sum_column(x + i * r * b + j, r, b);
 }
 
 }  // namespace

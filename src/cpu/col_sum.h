@@ -14,6 +14,14 @@ namespace kiln::cpu {
 // order, in double) for i < a, j < b: x is a dense [a, r, b] array.
 void col_sum_f32(CpuIsa isa, const float* x, std::int64_t a, std::int64_t r, std::int64_t b, double* out);
 
+// One column of that sum: x[0], x[b], ..., x[(r - 1) * b] added in order to 0.0, in double
+// (the portable kernel's every column, and the vector kernels' last b % W).
+inline double col_sum_column(const float* x, std::int64_t r, std::int64_t b) {
+    double s = 0.0;
+    for (std::int64_t k = 0; k < r; ++k) s += static_cast<double>(x[k * b]);
+    return s;
+}
+
 using ColSumFn = void (*)(const float* x, std::int64_t a, std::int64_t r, std::int64_t b, double* out);
 
 // The per-instruction-set kernels (simd_avx2.cpp, simd_avx512.cpp); defined on x86-64 only.

@@ -3,6 +3,7 @@
 #include "src/cpu/gemm.h"
 
 #include "src/core/scalar_ops.h"
+#include "src/cpu/col_sum.h"
 #include "src/cpu/vmath_coeffs.h"
 
 #include <algorithm>

@@ -16,8 +16,7 @@
 // the program, are compiled for that instruction set.
 //
 // Here: the GEMM's register tile and rows kernel, the max pool, the column sums, and the
-// tables; the depthwise
-// kernels are in simd_depthwise.h, included below.
+// tables; the depthwise kernels are in simd_depthwise.h, included below.
 // The matrix tile keeps M x NV vector accumulators in registers over the whole depth kc:
 // per step it loads NV vectors of B and broadcasts M values of A (a register tile of
 // 6 x 16 floats on AVX2 uses 12 of the 16 ymm registers, 12 x 32 on AVX-512 24 of 32 zmm).
@@ -266,8 +265,6 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
     }
 }
 
-// The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
-// the depthwise plane.
 // Column sums in double of f32 data (col_sum.h), for the f64 traits D (load_f32(p): W floats
 // widened). N columns of W lanes at once, each its own chain of additions in row order.
 template <class D, int N>
@@ -312,15 +309,13 @@ template <class D> void col_sum(const float* x, std::int64_t a, std::int64_t r, 
             dst[n] = out + i * b + j;
             if (++n == kUnits) flush();
         }
-        for (; j < b; ++j) {
-            double s = 0.0;
-            for (std::int64_t k = 0; k < r; ++k) s += static_cast<double>(xi[k * b + j]);
-            out[i * b + j] = s;
-        }
+        for (; j < b; ++j) out[i * b + j] = col_sum_column(xi + j, r, b);
     }
     flush();
 }
 
+// The table of one traits type: tiles of 1..MR rows of NV vectors, streamed rows 1..4,
+// the depthwise plane.
 template <class S, int MR, int NV, class Table, std::size_t... R>
 constexpr Table make_table(CpuIsa isa, std::int64_t kc, std::int64_t mc, std::int64_t nc, std::index_sequence<R...>) {
     return Table{isa,

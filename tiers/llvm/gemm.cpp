@@ -40,7 +40,6 @@
 #include "src/cpu/winograd.h"
 
 #include <atomic>
-#include <functional>
 #include <string>
 
 namespace kiln::tiers::llvm_tier {
@@ -566,22 +565,26 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         });
 }
 
+namespace {
+
+// Does `e` load from a buffer at an index that reads loop variable `var`?
+bool loads_along(const kir::ExprRef& e, int var) {
+    if (!e) return false;
+    if (e->kind == kir::ExprKind::Load && kir::uses_var(e->args[0], var)) return true;
+    for (const kir::ExprRef& a : e->args)
+        if (loads_along(a, var)) return true;
+    return false;
+}
+
+}  // namespace
+
 bool GemmGen::epilogue_rereadable() const {
     // Every load of the epilogue is free of the column (a bias, a scale per row), so that an
     // element's value depends on its sum and its row alone and computing it twice stores the
     // same value twice; a load along the row (a residual) might read what the first store
     // wrote, were the memory shared.
-    std::function<bool(const kir::ExprRef&)> column_free = [&](const kir::ExprRef& e) {
-        if (!e) return true;
-        if (e->kind == kir::ExprKind::Load && kir::uses_var(e->args[0], h_.col_var)) return false;
-        for (const kir::ExprRef& a : e->args)
-            if (!column_free(a)) return false;
-        return true;
-    };
-    for (const kir::StmtRef& st : h_.epilogue) {
-        if (st->kind == kir::StmtKind::Loop) return false;
-        if (!column_free(st->value)) return false;
-    }
+    for (const kir::StmtRef& st : h_.epilogue)
+        if (st->kind == kir::StmtKind::Loop || loads_along(st->value, h_.col_var)) return false;
     return true;
 }
 
