@@ -61,17 +61,18 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
     auto pick = [&](std::vector<I64> v) { return v[rng() % v.size()]; };
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     int cases = 0;
-    for (int it = 0; it < 80; ++it) {
+    for (int it = 0; it < 160; ++it) {
         NchwcGeometry g;
         g.depthwise = it % 4 == 1;
         g.blocked_input = g.depthwise || it % 4 != 2;
         const bool pointwise = !g.depthwise && it % 3 == 0;
         g.kh = pointwise ? 1 : pick({1, 3, 5});
-        g.kw = pointwise ? 1 : pick({1, 3});
+        g.kw = pointwise ? 1 : pick({1, 3, 5});
         g.sh = pointwise ? 1 : pick({1, 2});
         g.sw = pointwise ? 1 : pick({1, 2});
-        g.ph = pointwise ? 0 : pick({0, 1, 2});
-        g.pw = pointwise ? 0 : pick({0, 1});
+        // (padding up to 3: border pixels whose taps of a row or column all leave the image)
+        g.ph = pointwise ? 0 : pick({0, 1, 2, 3});
+        g.pw = pointwise ? 0 : pick({0, 1, 2, 3});
         g.dh = g.kh > 1 ? pick({1, 2}) : 1;
         g.dw = 1;
         g.h = pick({1, 3, 7, 14, 20});
@@ -123,7 +124,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         }
         ++cases;
     }
-    CHECK(cases >= 60);
+    CHECK(cases >= 120);
 }
 
 // src/cpu/col_sum.h: the blocked layout's global average pool sums each of the 16 lanes of

@@ -13,8 +13,10 @@
 // Register tiles: a run of R consecutive output pixels of one row (of the image, for a 1x1
 // conv of stride 1 without padding) times one or two blocks; every tap loads the blocks'
 // weight vectors once and broadcasts one input value per pixel (dense), or loads one input
-// vector per pixel (depthwise). Runs whose taps all lie inside the image take the unchecked
-// path; the others, at the borders, one pixel at a time with each tap checked.
+// vector per pixel (depthwise). Runs skip the filter rows that leave the image (the top and
+// bottom borders); where tap columns leave it (the left and right borders) the depthwise
+// row kernels run as runs that skip those columns too, the others one pixel at a time with
+// each tap checked.
 // The tiers call it per (sample, blocks of channel blocks, block of pixels); the bias may be
 // null (0: the caller's epilogue adds it).
 #include "src/cpu/gemm.h"

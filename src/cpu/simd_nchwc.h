@@ -68,13 +68,23 @@ inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typ
             S::store(a.out + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W, acc[r][q]);
 }
 
+// The filter rows [i0, i1) of output row y that lie inside the image (all of them but at
+// the top and bottom borders; none where the padding is wider than the filter's reach).
+inline std::pair<std::int64_t, std::int64_t> nchwc_rows_inside(const NchwcGeometry& g, std::int64_t y) {
+    const std::int64_t iy = y * g.sh - g.ph;
+    if (iy >= 0 && iy + (g.kh - 1) * g.dh < g.h) return {0, g.kh};  // (no divisions in the rows inside)
+    const std::int64_t i0 = iy >= 0 ? 0 : (-iy + g.dh - 1) / g.dh;
+    const std::int64_t i1 = iy > g.h - 1 ? 0 : std::min(g.kh, (g.h - 1 - iy) / g.dh + 1);
+    return {i0, std::max(i0, i1)};
+}
+
 // How a dense run finds its pixels' inputs: kGeneric, `sw` apart; kUnitStride, consecutive
 // (stride 1 along the row); kPointwise, a 1x1 conv of stride 1 without padding, the image
 // read as one row (y = 0, x0 = p) and the channels walked block by block.
 enum NchwcMode : int { kGeneric, kUnitStride, kPointwise };
 
 // Dense: N output pixels from (y, x0) on (consecutive x), output pixel p onwards, blocks
-// [ob, ob + NB), every tap inside the image.
+// [ob, ob + NB), every tap column inside the image (the filter rows outside it skipped).
 template <class S, int N, int NB, bool BLK, int MODE>
 void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
@@ -108,10 +118,13 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
             for (std::int64_t c = 0; c < g.cin; ++c) tap(a.x + c * plane + x0);
         }
     } else {
+        const auto [i0, i1] = nchwc_rows_inside(g, y);
+        const float* w0 = wk;
         for (std::int64_t c = 0; c < g.cin; ++c) {
             const float* xc = BLK ? a.x + (c / kNchwcLanes) * plane * kNchwcLanes + c % kNchwcLanes : a.x + c * plane;
-            for (std::int64_t i = 0; i < g.kh; ++i) {
+            for (std::int64_t i = i0; i < i1; ++i) {
                 const float* xr = xc + ((y * g.sh - g.ph + i * g.dh) * g.w + x0 * g.sw - g.pw) * E;
+                wk = w0 + ((c * g.kh + i) * g.kw) * kNchwcLanes;
                 for (std::int64_t j = 0; j < g.kw; ++j) tap(xr + j * g.dw * E);
             }
         }
@@ -166,7 +179,8 @@ void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int6
     const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
     const float* wb = a.w + ob * a.k * kNchwcLanes;
     const std::int64_t ps = g.sw * kNchwcLanes;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
+    const auto [i0, i1] = nchwc_rows_inside(g, y);
+    for (std::int64_t i = i0; i < i1; ++i) {
         const float* xr = xb + (y * g.sh - g.ph + i * g.dh) * g.w * kNchwcLanes;
         for (std::int64_t j = 0; j < g.kw; ++j) {
             const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * kNchwcLanes;
@@ -184,10 +198,12 @@ void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int6
 }
 
 // Depthwise with a filter row of KW taps at column stride SW (dilation 1): N output pixels
-// from (y, x0) on, block ob, every tap inside the image. Each input vector of a filter row is
-// loaded once and feeds every output pixel whose window covers it ((N - 1) SW + KW loads per
-// row instead of N KW), the row's KW weight vectors held in registers.
-template <class S, int N, int KW, int SW>
+// from (y, x0) on, block ob. Each input vector of a filter row is loaded once and feeds every
+// output pixel whose window covers it ((N - 1) SW + KW loads per row instead of N KW), the
+// row's KW weight vectors held in registers. Filter rows outside the image are skipped; with
+// CLIP (the runs at the left and right borders) so are the input columns outside it, else
+// every tap column lies inside.
+template <class S, int N, int KW, int SW, bool CLIP>
 void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, T = (N - 1) * SW + KW;
@@ -196,8 +212,15 @@ void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::
     nchwc_init<S>(a, ob, acc);
     const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
     const float* wb = a.w + ob * a.k * kNchwcLanes;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
-        const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + x0 * SW - g.pw) * kNchwcLanes;
+    const auto [i0, i1] = nchwc_rows_inside(g, y);
+    // Input column x0 SW - pw + t for t in [0, T); with CLIP, those in [t0, t1) lie inside.
+    const std::int64_t ix0 = x0 * SW - g.pw;
+    const std::int64_t t0 = CLIP ? std::max<std::int64_t>(0, -ix0) : 0, t1 = CLIP ? std::min<std::int64_t>(T, g.w - ix0) : T;
+    for (std::int64_t i = i0; i < i1; ++i) {
+        // Input column ix0 + t at xr + (off + t) * 16: inside the image (no CLIP), xr points at
+        // column ix0 (constant offsets from one pointer); with CLIP at the row's start.
+        const std::int64_t off = CLIP ? ix0 : 0;
+        const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + ix0 - off) * kNchwcLanes;
         const float* wr = wb + i * KW * kNchwcLanes;
         V wv[KW][VPB];
 #pragma GCC unroll 8
@@ -205,15 +228,17 @@ void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::
 #pragma GCC unroll 4
             for (int v = 0; v < VPB; ++v) wv[j][v] = S::load(wr + j * kNchwcLanes + v * S::W);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t)
+        for (int t = 0; t < T; ++t) {
+            if (CLIP && (t < t0 || t >= t1)) continue;
 #pragma GCC unroll 4
             for (int v = 0; v < VPB; ++v) {
-                const V xv = S::load(xr + t * kNchwcLanes + v * S::W);
+                const V xv = S::load(xr + (off + t) * kNchwcLanes + v * S::W);
 #pragma GCC unroll 8
                 for (int j = 0; j < KW; ++j)
                     if ((t - j) % SW == 0 && t - j >= 0 && (t - j) / SW < N)
                         acc[(t - j) / SW][v] = S::fma(xv, wv[j][v], acc[(t - j) / SW][v]);
             }
+        }
     }
     nchwc_store<S>(a, ob, p, acc);
 }
@@ -247,33 +272,40 @@ template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
     return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_run<S, int(I) + 1>...};
 }
-template <class S, int KW, int SW, std::size_t... I>
+template <class S, int KW, int SW, bool CLIP, std::size_t... I>
 constexpr auto nchwc_dw_row_runs(std::index_sequence<I...>) {
-    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_row_run<S, int(I) + 1, KW, SW>...};
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_row_run<S, int(I) + 1, KW, SW, CLIP>...};
 }
 
 // Output pixels [p0, p1) of blocks [ob, ob + nb) with the runs in `runs` (runs[n]: n pixels,
-// n <= R) and `pixel` for the pixels whose taps leave the image.
+// n <= R; in the rows at the top and bottom borders they skip the filter rows outside the
+// image), and at the left and right borders, where tap columns leave the image, the runs in
+// `edges` (the same, skipping those columns too) or, without them, `pixel` one at a time.
 template <int R>
 void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int64_t p1, const NchwcRunFn* runs,
-                  NchwcRunFn pixel, bool linear) {
+                  const NchwcRunFn* edges, NchwcRunFn pixel, bool linear) {
     const NchwcGeometry& g = *a.g;
     if (linear) {  // a 1x1 conv of stride 1 without padding: the image as one row
         for (std::int64_t p = p0; p < p1; p += R) runs[std::min<std::int64_t>(R, p1 - p)](a, ob, 0, p, p);
         return;
     }
     // Output columns whose taps all lie inside the image's columns: [xlo, xhi).
-    const std::int64_t span_w = (g.kw - 1) * g.dw, span_h = (g.kh - 1) * g.dh;
+    const std::int64_t span_w = (g.kw - 1) * g.dw;
     const std::int64_t xlo = (g.pw + g.sw - 1) / g.sw;
     const std::int64_t xhi = g.w - 1 + g.pw - span_w < 0 ? 0 : (g.w - 1 + g.pw - span_w) / g.sw + 1;
+    auto border = [&](std::int64_t y, std::int64_t x0, std::int64_t x1) {
+        if (edges != nullptr) {
+            for (std::int64_t x = x0; x < x1; x += R) edges[std::min<std::int64_t>(R, x1 - x)](a, ob, y, x, y * g.ow + x);
+        } else {
+            for (std::int64_t x = x0; x < x1; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        }
+    };
     for (std::int64_t y = p0 / g.ow; y * g.ow < p1; ++y) {
         const std::int64_t xs = std::max<std::int64_t>(0, p0 - y * g.ow), xe = std::min(g.ow, p1 - y * g.ow);
-        const std::int64_t iy = y * g.sh - g.ph;
-        const bool row_inside = iy >= 0 && iy + span_h < g.h;
-        const std::int64_t a0 = row_inside ? std::clamp(xlo, xs, xe) : xe, a1 = row_inside ? std::clamp(xhi, a0, xe) : xe;
-        for (std::int64_t x = xs; x < a0; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        const std::int64_t a0 = std::clamp(xlo, xs, xe), a1 = std::clamp(xhi, a0, xe);
+        border(y, xs, a0);
         for (std::int64_t x = a0; x < a1; x += R) runs[std::min<std::int64_t>(R, a1 - x)](a, ob, y, x, y * g.ow + x);
-        for (std::int64_t x = a1; x < xe; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        border(y, a1, xe);
     }
 }
 
@@ -286,12 +318,18 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
     if (g.depthwise) {
         using Seq = std::make_index_sequence<Shape::DR>;
         static constexpr auto runs = nchwc_dw_runs<S>(Seq{});
-        static constexpr auto k3s1 = nchwc_dw_row_runs<S, 3, 1>(Seq{}), k3s2 = nchwc_dw_row_runs<S, 3, 2>(Seq{});
-        static constexpr auto k5s1 = nchwc_dw_row_runs<S, 5, 1>(Seq{}), k5s2 = nchwc_dw_row_runs<S, 5, 2>(Seq{});
-        const NchwcRunFn* r = runs.data();
-        if (g.dw == 1 && (g.kw == 3 || g.kw == 5) && (g.sw == 1 || g.sw == 2))
-            r = g.kw == 3 ? (g.sw == 1 ? k3s1.data() : k3s2.data()) : (g.sw == 1 ? k5s1.data() : k5s2.data());
-        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, r, &nchwc_dw_pixel<S>, false);
+        // The row runs of 3 and 5 taps at strides 1 and 2, inside and clipped at the borders.
+        static constexpr std::array<std::array<NchwcRunFn, Shape::DR + 1>, 8> rows{
+            nchwc_dw_row_runs<S, 3, 1, false>(Seq{}), nchwc_dw_row_runs<S, 3, 1, true>(Seq{}),
+            nchwc_dw_row_runs<S, 3, 2, false>(Seq{}), nchwc_dw_row_runs<S, 3, 2, true>(Seq{}),
+            nchwc_dw_row_runs<S, 5, 1, false>(Seq{}), nchwc_dw_row_runs<S, 5, 1, true>(Seq{}),
+            nchwc_dw_row_runs<S, 5, 2, false>(Seq{}), nchwc_dw_row_runs<S, 5, 2, true>(Seq{})};
+        const NchwcRunFn *r = runs.data(), *edges = nullptr;
+        if (g.dw == 1 && (g.kw == 3 || g.kw == 5) && (g.sw == 1 || g.sw == 2)) {
+            const std::size_t k = (g.kw == 5 ? 4 : 0) + (g.sw == 2 ? 2 : 0);
+            r = rows[k].data(), edges = rows[k + 1].data();
+        }
+        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
@@ -302,8 +340,8 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(std::make_index_sequence<Shape::R>{});
         std::int64_t ob = ob0;
         for (; ob + Shape::NB <= ob1; ob += Shape::NB)
-            nchwc_pixels<Shape::R>(a, ob, p0, p1, wide.data(), &nchwc_dense_pixel<S, Shape::NB, B>, linear);
-        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R>(a, ob, p0, p1, one.data(), &nchwc_dense_pixel<S, 1, B>, linear);
+            nchwc_pixels<Shape::R>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
+        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
     };
     auto modes = [&](auto blk) {
         if (linear) blocks(blk, std::integral_constant<int, kPointwise>{});

@@ -157,11 +157,15 @@ void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* befor
     std::stable_sort(gs.begin(), gs.end(), [&](auto* x, auto* y) { return us(*x).first > us(*y).first; });
     double total = 0;
     for (const auto* g : gs) total += us(*g).first;
-    std::printf("%-40s %-14s %4s %8s %10s %6s  %s\n", "group", "kind", "tier", "calls", "us/call", "share", "note");
+    std::printf("%-40s %-14s %4s %8s %10s %6s %9s  %s\n", "group", "kind", "tier", "calls", "us/call", "share", "t2 ms", "note");
     for (const auto* g : gs) {
         auto [t_us, tier] = us(*g);
-        std::printf("%-40s %-14s %4d %8llu %10.1f %5.1f%%  %s\n", g->name.c_str(), g->kind.c_str(), tier,
-                    static_cast<unsigned long long>(g->calls), t_us, total > 0 ? 100.0 * t_us / total : 0.0, g->note.c_str());
+        // The mean time of the group's tier-2 compiles ("-": none).
+        char t2[32] = "-";
+        if (g->compiles_by_tier[2] > 0)
+            std::snprintf(t2, sizeof t2, "%.1f", g->compile_ms_by_tier[2] / static_cast<double>(g->compiles_by_tier[2]));
+        std::printf("%-40s %-14s %4d %8llu %10.1f %5.1f%% %9s  %s\n", g->name.c_str(), g->kind.c_str(), tier,
+                    static_cast<unsigned long long>(g->calls), t_us, total > 0 ? 100.0 * t_us / total : 0.0, t2, g->note.c_str());
     }
 }
 
