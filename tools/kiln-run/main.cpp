@@ -39,7 +39,8 @@ options:
                    it, and the first call after which every lowerable group had compiled code
   --groups         print each group's kind, tier, calls and time per call, slowest first
                    (where the time goes): with --steady, the mean over the steady calls
-                   (sampled), else the tier-up policy's mean on the group's best tier
+                   (sampled), else the tier-up policy's mean on the group's best tier; and
+                   the mean time of the group's tier-2 compiles
   --save-outputs DIR
                    write the outputs of the last call as DIR/NAME.npy
   --warmup         call Function::warmup() first: load (or compile) the tier-2 versions an
