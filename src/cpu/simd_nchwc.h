@@ -281,12 +281,32 @@ constexpr auto nchwc_dw_row_runs(std::index_sequence<I...>) {
 // n <= R; in the rows at the top and bottom borders they skip the filter rows outside the
 // image), and at the left and right borders, where tap columns leave the image, the runs in
 // `edges` (the same, skipping those columns too) or, without them, `pixel` one at a time.
-template <int R>
+// Runs of at most R covering [x0, x1), f(x, n): greedy (R, R, ..., the rest), or with EVEN
+// as even as they come: 49 pixels at R = 6 as 5, 5, 5, 5, 5, 6, 6, 6, 6 rather than eight 6s
+// and a 1. At 256 bits a short run keeps too few accumulators to hide the FMAs' latency and
+// costs nearly what a full one does (mobilenet_v2's 7 x 7 pointwise convs at 256 bits, 1
+// thread, AMD EPYC Zen 4: 5-7% faster even); at 512 bits a full run of 12 pixels takes long
+// enough that a short one is cheap, and the runs of 10 that even makes were 2-3% slower.
+template <int R, bool EVEN, class F>
+inline void nchwc_runs(std::int64_t x0, std::int64_t x1, F f) {
+    if (!EVEN) {
+        for (std::int64_t x = x0; x < x1; x += R) f(x, std::min<std::int64_t>(R, x1 - x));
+        return;
+    }
+    const std::int64_t n = x1 - x0, k = (n + R - 1) / R;
+    for (std::int64_t i = 0, x = x0; i < k; ++i) {
+        const std::int64_t len = n / k + (i >= k - n % k ? 1 : 0);
+        f(x, len);
+        x += len;
+    }
+}
+
+template <int R, bool EVEN>
 void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int64_t p1, const NchwcRunFn* runs,
                   const NchwcRunFn* edges, NchwcRunFn pixel, bool linear) {
     const NchwcGeometry& g = *a.g;
     if (linear) {  // a 1x1 conv of stride 1 without padding: the image as one row
-        for (std::int64_t p = p0; p < p1; p += R) runs[std::min<std::int64_t>(R, p1 - p)](a, ob, 0, p, p);
+        nchwc_runs<R, EVEN>(p0, p1, [&](std::int64_t p, std::int64_t n) { runs[n](a, ob, 0, p, p); });
         return;
     }
     // Output columns whose taps all lie inside the image's columns: [xlo, xhi).
@@ -304,7 +324,7 @@ void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int
         const std::int64_t xs = std::max<std::int64_t>(0, p0 - y * g.ow), xe = std::min(g.ow, p1 - y * g.ow);
         const std::int64_t a0 = std::clamp(xlo, xs, xe), a1 = std::clamp(xhi, a0, xe);
         border(y, xs, a0);
-        for (std::int64_t x = a0; x < a1; x += R) runs[std::min<std::int64_t>(R, a1 - x)](a, ob, y, x, y * g.ow + x);
+        nchwc_runs<R, EVEN>(a0, a1, [&](std::int64_t x, std::int64_t n) { runs[n](a, ob, y, x, y * g.ow + x); });
         border(y, a1, xe);
     }
 }
@@ -329,7 +349,7 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
             const std::size_t k = (g.kw == 5 ? 4 : 0) + (g.sw == 2 ? 2 : 0);
             r = rows[k].data(), edges = rows[k + 1].data();
         }
-        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
+        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
@@ -340,8 +360,8 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(std::make_index_sequence<Shape::R>{});
         std::int64_t ob = ob0;
         for (; ob + Shape::NB <= ob1; ob += Shape::NB)
-            nchwc_pixels<Shape::R>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
-        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
+            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
+        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
     };
     auto modes = [&](auto blk) {
         if (linear) blocks(blk, std::integral_constant<int, kPointwise>{});
