@@ -122,9 +122,9 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
         const float* w0 = wk;
         for (std::int64_t c = 0; c < g.cin; ++c) {
             const float* xc = BLK ? a.x + (c / kNchwcLanes) * plane * kNchwcLanes + c % kNchwcLanes : a.x + c * plane;
+            wk = w0 + (c * g.kh + i0) * g.kw * kNchwcLanes;  // (the taps of rows [i0, i1) are consecutive)
             for (std::int64_t i = i0; i < i1; ++i) {
                 const float* xr = xc + ((y * g.sh - g.ph + i * g.dh) * g.w + x0 * g.sw - g.pw) * E;
-                wk = w0 + ((c * g.kh + i) * g.kw) * kNchwcLanes;
                 for (std::int64_t j = 0; j < g.kw; ++j) tap(xr + j * g.dw * E);
             }
         }
@@ -216,10 +216,10 @@ void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::
     // Input column x0 SW - pw + t for t in [0, T); with CLIP, those in [t0, t1) lie inside.
     const std::int64_t ix0 = x0 * SW - g.pw;
     const std::int64_t t0 = CLIP ? std::max<std::int64_t>(0, -ix0) : 0, t1 = CLIP ? std::min<std::int64_t>(T, g.w - ix0) : T;
+    // Input column ix0 + t at xr + (off + t) * 16: inside the image (no CLIP), xr points at
+    // column ix0 (constant offsets from one pointer); with CLIP at the row's start.
+    const std::int64_t off = CLIP ? ix0 : 0;
     for (std::int64_t i = i0; i < i1; ++i) {
-        // Input column ix0 + t at xr + (off + t) * 16: inside the image (no CLIP), xr points at
-        // column ix0 (constant offsets from one pointer); with CLIP at the row's start.
-        const std::int64_t off = CLIP ? ix0 : 0;
         const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + ix0 - off) * kNchwcLanes;
         const float* wr = wb + i * KW * kNchwcLanes;
         V wv[KW][VPB];

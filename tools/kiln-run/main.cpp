@@ -140,6 +140,12 @@ double percentile(std::vector<double> v, double p) {
 // high over 60 calls, as one call in 16 is timed), else the policy's mean on the best tier it
 // ran on. (The policy's mean includes the first timed calls of new code, whose first-touch
 // costs can double a kernel's figure.)
+// The mean time of a group's tier-2 compiles; nothing when it had none.
+std::optional<double> t2_compile_ms(const kiln::GroupStats& g) {
+    if (g.compiles_by_tier[2] == 0) return std::nullopt;
+    return g.compile_ms_by_tier[2] / static_cast<double>(g.compiles_by_tier[2]);
+}
+
 void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* before) {
     std::vector<const kiln::GroupStats*> gs;
     for (const auto& g : s.groups) gs.push_back(&g);
@@ -161,10 +167,8 @@ void print_groups(const kiln::FunctionStats& s, const kiln::FunctionStats* befor
     std::printf("%-40s %-14s %4s %8s %10s %6s %9s  %s\n", "group", "kind", "tier", "calls", "us/call", "share", "t2 ms", "note");
     for (const auto* g : gs) {
         auto [t_us, tier] = us(*g);
-        // The mean time of the group's tier-2 compiles ("-": none).
         char t2[32] = "-";
-        if (g->compiles_by_tier[2] > 0)
-            std::snprintf(t2, sizeof t2, "%.1f", g->compile_ms_by_tier[2] / static_cast<double>(g->compiles_by_tier[2]));
+        if (const auto ms = t2_compile_ms(*g)) std::snprintf(t2, sizeof t2, "%.1f", *ms);
         std::printf("%-40s %-14s %4d %8llu %10.1f %5.1f%% %9s  %s\n", g->name.c_str(), g->kind.c_str(), tier,
                     static_cast<unsigned long long>(g->calls), t_us, total > 0 ? 100.0 * t_us / total : 0.0, t2, g->note.c_str());
     }
@@ -325,7 +329,7 @@ int run(const Args& a) {
     // Tier-2 compile time per group (its mean over the group's tier-2 compiles): median, max.
     std::vector<double> t2;
     for (const auto& gs : s.groups)
-        if (gs.compiles_by_tier[2] > 0) t2.push_back(gs.compile_ms_by_tier[2] / static_cast<double>(gs.compiles_by_tier[2]));
+        if (const auto t = t2_compile_ms(gs)) t2.push_back(*t);
     const double t2_median = t2.empty() ? 0.0 : percentile(t2, 0.5);
     const double t2_max = t2.empty() ? 0.0 : *std::max_element(t2.begin(), t2.end());
     if (a.stats) {
