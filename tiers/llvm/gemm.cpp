@@ -230,11 +230,12 @@ void GemmGen::block(Value* outer, Value* run) {
     // compute type streams B through the ahead-of-time rows kernel (see stream()).
     Value* few = b_.CreateICmpSLE(rows, i64(kStreamRows));
     if (!h_.im2col && !widened_b() && !widened_a()) {
-        // With B packed once, the register tiles beat streaming B at 512 bits, and from a
-        // whole tile's rows on at 256 (an MLP's 784 -> 1024 -> 1024 at batch 8, AMD EPYC Zen
-        // 4, tier 2: 0.276 -> 0.265 ms, 256-bit 0.394 -> 0.320; at batch 1 and 2 the rows
-        // kernel stays 15% faster at 256 bits).
-        if (bpk_) few = b_.CreateAnd(few, b_.CreateICmpSLT(rows, i64(vw_ * es_ == 64 ? 1 : mr_)));
+        // With B packed once, the register tiles beat streaming B at every row count (an
+        // MLP's 784 -> 1024 -> 1024 -> 10, AMD EPYC Zen 4, tier 2: batch 8 0.276 -> 0.265 ms,
+        // 256-bit 0.394 -> 0.320; at 256 bits batch 1 with 2 threads 0.083-0.089 -> 0.063-0.087,
+        // 1024 -> 10 4.4 -> 1.7 us; batch 1-4 with 1 thread within noise), so only a B that
+        // is not packed streams.
+        if (bpk_) return blocked(ab, bb, xb, i0, rows, j0, j1);
         if_else(few, [&] { stream(ab, bb, i0, rows, j0, j1); }, [&] { blocked(ab, bb, xb, i0, rows, j0, j1); });
     } else if (h_.im2col && !widened_b() && !widened_a()) {
         // One input channel per group (depth = the filter's taps): the direct kernel. A
@@ -490,11 +491,12 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         std::vector<Value*> bv(static_cast<std::size_t>(nv_));
         for (int v = 0; v < nv_; ++v)
             bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), bpk_ ? ea : va);  // (a tensor's alignment)
-        // At 256 bits a full tile over B packed once (an MLP's weights, cold in L2 at every
-        // call) prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers
-        // left the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:
-        // 0.337 -> 0.286 ms; 4 steps ahead 0.305). At 512 bits 1-2% slower: not there.
-        if (bpk_ && rows == mr_ && vw_ * es_ == 32) {
+        // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
+        // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
+        // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:
+        // 0.337 -> 0.286 ms; 4 steps ahead 0.305; the tiles of fewer rows too: batch 1, 2
+        // threads, p50 of seven runs 0.075 -> 0.072 ms). At 512 bits 1-2% slower: not there.
+        if (bpk_ && vw_ * es_ == 32) {
             // (not inbounds: may pass the panel's end)
             Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK)), i64(t.bstride)));
             b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});

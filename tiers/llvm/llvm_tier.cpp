@@ -197,6 +197,12 @@ llvm::TargetMachine* thread_target_machine(Jit& j, std::string& err) {
     return tm.get();
 }
 
+std::size_t instruction_count(const llvm::Module& m) {
+    std::size_t n = 0;
+    for (const llvm::Function& f : m) n += f.getInstructionCount();
+    return n;
+}
+
 // A short pipeline: the module holds one function and nothing to inline, so most of the O2
 // module pipeline is no-ops. Measured on the test kernels: this one 11.9 ms median compile,
 // buildPerModuleDefaultPipeline(O2) 15.6 ms, with the same vectorised (zmm) loops.
@@ -394,13 +400,22 @@ private:
         auto mod = std::make_unique<llvm::Module>(fn_name, *ctx);
         mod->setDataLayout(tm->createDataLayout());
         mod->setTargetTriple(tm->getTargetTriple().str());
+        using Clock = std::chrono::steady_clock;
+        const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+        auto t = Clock::now();
         const bool reads_derived = llvm_tier::emit_kernel(kernel, spec, j.target, fn_name, *mod);  // throws CodegenError
 
         std::string verr;
         llvm::raw_string_ostream vos(verr);
         if (llvm::verifyModule(*mod, &vos)) return {nullptr, Bailout::backend_error, "invalid IR: " + vos.str(), 0.0};
+        const double emit_ms = ms_since(t);
+        const std::size_t ir_before = instruction_count(*mod);
+        t = Clock::now();
         optimise(*mod, tm);
+        const double opt_ms = ms_since(t);
+        const std::size_t ir_after = instruction_count(*mod);
         if (opt_.dump_llvm || opt_.dump_asm) dump(opt_, kernel.name, *mod, tm);
+        t = Clock::now();
 
         std::lock_guard<std::mutex> lock(j.mu);
         auto jd = new_dylib(j);
@@ -415,6 +430,10 @@ private:
             r.object = std::move(sink.object);
             r.symbol = fn_name;
         }
+        // Where the compile went (KILN_LOG=debug): code generation (instruction selection,
+        // register allocation, linking) is most of it.
+        support::log().debug("llvm: {}: emit {:.2f} ms ({} IR instructions), optimise {:.2f} ms ({} left), code {:.2f} ms ({} bytes)",
+                             kernel.name, emit_ms, ir_before, opt_ms, ir_after, ms_since(t), sink.bytes);
         return r;
     }
 
