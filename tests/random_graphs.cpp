@@ -104,7 +104,9 @@ std::string name_of(const char* family, std::uint64_t seed) { return std::string
 Case elementwise_case(std::uint64_t seed) {
     Rng rng(seed);
     const DType dt = pick_float(rng);
-    const std::vector<Dim> xd = batch_dims(rng, 1 + static_cast<int>(rng() % 3), {1, 3, 5, 8, 17, 33});
+    // (rank 4: y broadcast along a middle dim, x[B, a, b, c] * y[a, 1, c], as squeeze-excite
+    // in the blocked layout: lower_elementwise's middle loop)
+    const std::vector<Dim> xd = batch_dims(rng, 1 + static_cast<int>(rng() % 4), {1, 3, 5, 8, 17, 33});
     const std::vector<ArgSpec> args{arg("x", dt, xd), arg("y", dt, broadcastable(rng, xd))};
     const int depth = 2 + static_cast<int>(rng() % 5);
     Graph g = trace(name_of("elementwise", seed), args, [&](const std::vector<Var>& in) {

@@ -65,6 +65,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         NchwcGeometry g;
         g.depthwise = it % 4 == 1;
         g.blocked_input = g.depthwise || it % 4 != 2;
+        g.silu = it % 3 == 1;  // SiLU as the results are stored, on every kind of conv
         const bool pointwise = !g.depthwise && it % 3 == 0;
         g.kh = pointwise ? 1 : pick({1, 3, 5});
         g.kw = pointwise ? 1 : pick({1, 3, 5});
@@ -98,6 +99,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         const I64 p0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(npix)), p1 = p0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(npix - p0));
         const I64 ldb = (p1 - p0) * L + 8;
         const std::string what = "case " + std::to_string(it) + (g.depthwise ? " depthwise" : g.blocked_input ? " blocked" : " nchw") +
+                                 (g.silu ? " silu" : "") +
                                  " cin " + std::to_string(g.cin) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + " k " +
                                  std::to_string(g.kh) + "x" + std::to_string(g.kw) + " s " + std::to_string(g.sh) + "x" +
                                  std::to_string(g.sw) + " p " + std::to_string(g.ph) + "x" + std::to_string(g.pw) + " d " +
@@ -110,7 +112,8 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
             for (I64 o = ob0; o < ob1; ++o) {
                 for (I64 p = p0; p < p1; ++p)
                     for (I64 l = 0; l < L; ++l) {
-                        const double want = reference(g, x, w, b, o, p, l);
+                        double want = reference(g, x, w, b, o, p, l);
+                        if (g.silu) want = want / (1.0 + std::exp(-want));
                         const double got = out[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)];
                         if (std::abs(got - want) > 1e-5 * (1.0 + double(k)) && bad++ < 3)
                             FAIL_CHECK(std::string(kiln::cpu::cpu_isa_name(isa)) << " " << what << ": block " << o << " pixel " << p

@@ -67,4 +67,17 @@ inline const kir::Expr* constant_clamp(const kir::Expr& value, double& lo, doubl
     return v;
 }
 
+// SiLU of v, as a conv kernel can apply it when it stores v: silu(v), or v times sigmoid(v)
+// either way round. Returns v, or null when `value` is neither.
+inline const kir::Expr* silu_argument(const kir::Expr& value) {
+    auto is_sigmoid_of = [](const kir::Expr& s, const kir::Expr& x) {
+        return s.kind == kir::ExprKind::Unary && s.uop == kir::UnaryOp::sigmoid && kir::same_expr(*s.args[0], x);
+    };
+    if (value.kind == kir::ExprKind::Unary && value.uop == kir::UnaryOp::silu) return value.args[0].get();
+    if (value.kind != kir::ExprKind::Binary || value.bop != kir::BinaryOp::mul) return nullptr;
+    if (is_sigmoid_of(*value.args[1], *value.args[0])) return value.args[0].get();
+    if (is_sigmoid_of(*value.args[0], *value.args[1])) return value.args[1].get();
+    return nullptr;
+}
+
 }  // namespace kiln::tiers

@@ -2,6 +2,8 @@
 // (plain loops over the same sum) for hosts without AVX2.
 #include "src/cpu/conv_nchwc.h"
 
+#include "src/core/scalar_ops.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -28,6 +30,7 @@ void portable(const NchwcGeometry& g, const float* x, const float* w, const floa
                 // (the vector kernels' clamp: min(hi, max(lo, s)), a NaN s stays NaN)
                 if (s < g.lo) s = static_cast<float>(g.lo);
                 if (s > g.hi) s = static_cast<float>(g.hi);
+                if (g.silu) s = core::scalar::silu(s);
                 out[(ob - ob0) * ldb + (p - p0) * L + l] = s;
             }
         }

@@ -18,7 +18,8 @@
 // row kernels run as runs that skip those columns too, the others one pixel at a time with
 // each tap checked.
 // The tiers call it per (sample, blocks of channel blocks, block of pixels); the bias may be
-// null (0: the caller's epilogue adds it).
+// null (0: the caller's epilogue adds it). The results may be clamped and put through SiLU
+// as they are stored (a conv's relu6 or SiLU epilogue).
 #include "src/cpu/gemm.h"
 
 #include <cstdint>
@@ -35,6 +36,10 @@ struct NchwcGeometry {
     // Each result clamped to [lo, hi] as it is stored (min(hi, max(lo, v)): a NaN stays NaN);
     // -inf and inf: not at all.
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    // Then SiLU, v / (1 + exp(-v)), of each (clamped) result: the vector kernels compute it
+    // as the depthwise kernels do (simd_depthwise.h, dw_silu), over each block's outputs of
+    // the call once they are stored, still in cache.
+    bool silu = false;
 };
 
 // Output channel blocks [ob0, ob1) and output pixels [p0, p1) of one sample: x at the

@@ -329,6 +329,14 @@ void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int
     }
 }
 
+// SiLU (g.silu) over the n pixels just stored of blocks [ob, ob + nb), while they are in
+// cache: a pass of its own rather than in the runs' stores, whose registers it would take.
+template <class S>
+inline void nchwc_silu(const NchwcArgs& a, std::int64_t ob, int nb, std::int64_t n) {
+    if (!a.g->silu || n <= 0) return;
+    for (int q = 0; q < nb; ++q) dw_silu_row<S>(a.out + (ob + q - a.ob0) * a.ldb, n * kNchwcLanes);
+}
+
 template <class S>
 void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const float* bias, float* out, std::int64_t ldb,
                 std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1) {
@@ -349,7 +357,10 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
             const std::size_t k = (g.kw == 5 ? 4 : 0) + (g.sw == 2 ? 2 : 0);
             r = rows[k].data(), edges = rows[k + 1].data();
         }
-        for (std::int64_t ob = ob0; ob < ob1; ++ob) nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
+        for (std::int64_t ob = ob0; ob < ob1; ++ob) {
+            nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
+            nchwc_silu<S>(a, ob, 1, p1 - p0);
+        }
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
@@ -359,9 +370,14 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B, M>(std::make_index_sequence<Shape::R>{});
         static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(std::make_index_sequence<Shape::R>{});
         std::int64_t ob = ob0;
-        for (; ob + Shape::NB <= ob1; ob += Shape::NB)
+        for (; ob + Shape::NB <= ob1; ob += Shape::NB) {
             nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
-        for (; ob < ob1; ++ob) nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
+            nchwc_silu<S>(a, ob, Shape::NB, p1 - p0);
+        }
+        for (; ob < ob1; ++ob) {
+            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
+            nchwc_silu<S>(a, ob, 1, p1 - p0);
+        }
     };
     auto modes = [&](auto blk) {
         if (linear) blocks(blk, std::integral_constant<int, kPointwise>{});

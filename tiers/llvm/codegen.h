@@ -137,7 +137,8 @@ float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, 
 // [ob0, ob1) and pixels [p0, p1) of the sample at x into out (block ob's pixel p at
 // out + (ob - ob0) * ldb + (p - p0) * 16), from the bias (null: 0), clamped to [lo, hi]
 // (-inf, inf: not at all), with the kernels' instruction set. `geo` holds 14 int64: cin, h,
-// w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input, 2: depthwise).
+// w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input, 2: depthwise,
+// 4: SiLU of the clamped results).
 inline constexpr const char* kConvNchwcF32Symbol = "kiln_rt_conv_nchwc_f32";
 void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, float* out,
                     std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,

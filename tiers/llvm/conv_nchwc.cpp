@@ -1,8 +1,8 @@
 // The code of a conv2d_nchwc kernel with a kir::NchwcConv (codegen.h, emit_nchwc): per
 // outer index (a sample, a range of channel blocks, a range of pixels) src/cpu's
 // blocked-layout kernel (cpu/conv_nchwc.h, through kConvNchwcF32Symbol) computes the
-// convolution. Where the epilogue only adds the bias, clamps to constant bounds (relu6) and
-// stores, the kernel does that itself, into the output, in one call. Otherwise, chunks of
+// convolution. Where the epilogue only adds the bias, clamps to constant bounds (relu6) or
+// takes SiLU, and stores, the kernel does that itself, into the output, in one call. Otherwise, chunks of
 // kChunkPixels pixels: the kernel writes the raw convolution of every block of the range into
 // a stack tile [blocks][kChunkPixels][16], and the epilogue (bias, the fused chain, the store)
 // runs over it pixel by pixel, vectorised along the 16 lanes of a block, which are
@@ -32,10 +32,11 @@ public:
         : IrLoops(em.builder(), em.function()), h_(*k.nchwc), kern_(k), em_(em), width_(target.prefer_512 ? 16 : 8) {}
 
     // An epilogue the kernel applies itself: one store to the output of acc, or acc plus the
-    // bias (b[block * 16 + lane], either order), then at most a constant clamp.
+    // bias (b[block * 16 + lane], either order), then at most a constant clamp or SiLU
+    // (tiers/kir_forms.h).
     struct Direct {
         const kir::Stmt* store = nullptr;
-        bool bias = false;
+        bool bias = false, silu = false;
         double lo = 0, hi = 0;
     };
     std::optional<Direct> direct() const {
@@ -61,6 +62,12 @@ public:
         Direct d;
         d.store = &st;
         const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
+        if (v == st.value.get()) {
+            if (const kir::Expr* arg = silu_argument(*v)) {
+                v = arg;
+                d.silu = true;
+            }
+        }
         if (is_acc(*v)) return d;
         if (!either(*v, kir::BinaryOp::add, is_acc, is_bias)) return std::nullopt;
         d.bias = true;
@@ -73,7 +80,8 @@ public:
         // The geometry the runtime kernel takes (kConvNchwcF32Symbol), and the tile.
         auto* geo_t = llvm::ArrayType::get(i64t, kGeoFields);
         auto* geo = b_.CreateAlloca(geo_t, nullptr, "nchwc.geo");
-        const std::int64_t flags = (h_.blocked_input ? 1 : 0) | (h_.depthwise ? 2 : 0);
+        const std::optional<Direct> d = direct();
+        const std::int64_t flags = (h_.blocked_input ? 1 : 0) | (h_.depthwise ? 2 : 0) | (d && d->silu ? 4 : 0);
         Value* fields[kGeoFields] = {i64(h_.cin), em_.index(h_.h), em_.index(h_.w_in), em_.index(h_.oh), em_.index(h_.ow),
                                      i64(h_.kh), i64(h_.kw), i64(h_.stride[0]), i64(h_.stride[1]), i64(h_.pad[0]),
                                      i64(h_.pad[1]), i64(h_.dilation[0]), i64(h_.dilation[1]), i64(flags)};
@@ -97,7 +105,6 @@ public:
                                                          false));
         auto* none = llvm::ConstantPointerNull::get(ptr_t);
         const double inf = std::numeric_limits<double>::infinity();
-        const std::optional<Direct> d = direct();
         // The tile of the general epilogue (none where the kernel stores the output itself).
         const std::int64_t ldb = kChunkPixels * kLanes;
         llvm::AllocaInst* tile = nullptr;
@@ -174,6 +181,7 @@ void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, con
     g.sh = geo[7], g.sw = geo[8], g.ph = geo[9], g.pw = geo[10], g.dh = geo[11], g.dw = geo[12];
     g.blocked_input = (geo[13] & 1) != 0;
     g.depthwise = (geo[13] & 2) != 0;
+    g.silu = (geo[13] & 4) != 0;
     g.lo = lo;
     g.hi = hi;
     cpu::conv_nchwc_f32(cpu::kernel_cpu_isa(), g, x, w, bias, out, ldb, ob0, ob1, p0, p1);

@@ -82,17 +82,9 @@ std::optional<GemmGen::DirectDw> GemmGen::direct_dw() const {
     DirectDw d{base, nullptr};
     const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
     if (compute == DType::f32 && v == st.value.get()) {
-        const kir::Expr& e = *v;
-        auto is_sigmoid_of = [](const kir::Expr& s, const kir::Expr& x) {
-            return s.kind == kir::ExprKind::Unary && s.uop == kir::UnaryOp::sigmoid && kir::same_expr(*s.args[0], x);
-        };
-        if (e.kind == kir::ExprKind::Unary && e.uop == kir::UnaryOp::silu) {
-            v = e.args[0].get();
+        if (const kir::Expr* arg = silu_argument(*v)) {
+            v = arg;
             d.silu = true;
-        } else if (e.kind == kir::ExprKind::Binary && e.bop == kir::BinaryOp::mul) {
-            if (is_sigmoid_of(*e.args[1], *e.args[0])) v = e.args[0].get();
-            else if (is_sigmoid_of(*e.args[0], *e.args[1])) v = e.args[1].get();
-            d.silu = v != &e;
         }
     }
     if (is_acc(*v)) return d;
