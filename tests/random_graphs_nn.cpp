@@ -91,6 +91,10 @@ Case nchwc_case(std::uint64_t seed) {
             Var y = conv2d(h, rand({o, dw ? 1 : c, k, k}, -r, r), chance(rng, 3) ? Var() : Var(rand({o}, -0.5, 0.5)),
                            {stride, stride}, {pad, pad}, {dil, dil}, dw ? c : 1);
             const std::int64_t oh = (hh + 2 * pad - dil * (k - 1) - 1) / stride + 1, ow = (ww + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+            // A residual, before the activation or after it (tier 2's kernel adds one before
+            // a clamp or SiLU itself).
+            const bool residual = o == c && oh == hh && ow == ww && chance(rng, 2), before = chance(rng, 2);
+            if (residual && before) y = y + h;
             // (clamps with bounds the values cross: tier 2 applies them in the conv kernel)
             switch (rng() % 6) {
             case 0: break;
@@ -100,7 +104,7 @@ Case nchwc_case(std::uint64_t seed) {
             case 4: y = silu(y); break;
             default: y = y * rand({o, 1, 1}, 0.5, 1.5); break;
             }
-            if (o == c && oh == hh && ow == ww && chance(rng, 2)) y = y + h;  // a residual
+            if (residual && !before) y = y + h;
             h = y;
             c = o, hh = oh, ww = ow;
         };

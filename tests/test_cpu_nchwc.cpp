@@ -98,8 +98,14 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         const I64 ob0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(ob)), ob1 = ob0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(ob - ob0));
         const I64 p0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(npix)), p1 = p0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(npix - p0));
         const I64 ldb = (p1 - p0) * L + 8;
+        std::vector<float> res;  // a residual laid out as the output, on every kind of conv
+        if (it % 7 < 3) {
+            res.resize(static_cast<std::size_t>((ob1 - ob0) * ldb));
+            for (float& v : res) v = u(rng);
+            g.residual = res.data();
+        }
         const std::string what = "case " + std::to_string(it) + (g.depthwise ? " depthwise" : g.blocked_input ? " blocked" : " nchw") +
-                                 (g.silu ? " silu" : "") +
+                                 (g.silu ? " silu" : "") + (g.residual ? " residual" : "") +
                                  " cin " + std::to_string(g.cin) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + " k " +
                                  std::to_string(g.kh) + "x" + std::to_string(g.kw) + " s " + std::to_string(g.sh) + "x" +
                                  std::to_string(g.sw) + " p " + std::to_string(g.ph) + "x" + std::to_string(g.pw) + " d " +
@@ -113,6 +119,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
                 for (I64 p = p0; p < p1; ++p)
                     for (I64 l = 0; l < L; ++l) {
                         double want = reference(g, x, w, b, o, p, l);
+                        if (g.residual) want += double(res[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)]);
                         if (g.silu) want = want / (1.0 + std::exp(-want));
                         const double got = out[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)];
                         if (std::abs(got - want) > 1e-5 * (1.0 + double(k)) && bad++ < 3)

@@ -169,7 +169,7 @@ TEST_CASE("nchwc: KILN_NCHWC=auto blocks depthwise-separable chains only") {
     };
     CHECK(passes::nchwc_applies(*graph(true, false).impl(), NchwcMode::where_it_pays));
     CHECK_FALSE(passes::nchwc_applies(*graph(false, false).impl(), NchwcMode::where_it_pays));  // dense 3x3 convs
-    CHECK_FALSE(passes::nchwc_applies(*graph(true, true).impl(), NchwcMode::where_it_pays));   // squeeze-excite
+    CHECK(passes::nchwc_applies(*graph(true, true).impl(), NchwcMode::where_it_pays));  // with squeeze-excite too
     CHECK(passes::nchwc_applies(*graph(false, true).impl(), NchwcMode::all));
     CHECK_FALSE(passes::nchwc_applies(*graph(true, false).impl(), NchwcMode::off));
     // The engine's default is auto: the depthwise chain runs blocked (its groups are

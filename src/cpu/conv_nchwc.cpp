@@ -27,6 +27,7 @@ void portable(const NchwcGeometry& g, const float* x, const float* w, const floa
                                                               : x[c * plane + pix];
                             s += w[(ob * k + (c * g.kh + i) * g.kw + j) * L + l] * v;
                         }
+                if (g.residual) s += g.residual[(ob - ob0) * ldb + (p - p0) * L + l];
                 // (the vector kernels' clamp: min(hi, max(lo, s)), a NaN s stays NaN)
                 if (s < g.lo) s = static_cast<float>(g.lo);
                 if (s > g.hi) s = static_cast<float>(g.hi);

@@ -18,8 +18,9 @@
 // row kernels run as runs that skip those columns too, the others one pixel at a time with
 // each tap checked.
 // The tiers call it per (sample, blocks of channel blocks, block of pixels); the bias may be
-// null (0: the caller's epilogue adds it). The results may be clamped and put through SiLU
-// as they are stored (a conv's relu6 or SiLU epilogue).
+// null (0: the caller's epilogue adds it). A residual may be added to the results, which
+// may then be clamped and put through SiLU, as they are stored (a conv's residual add,
+// relu6 or SiLU epilogue).
 #include "src/cpu/gemm.h"
 
 #include <cstdint>
@@ -33,6 +34,10 @@ struct NchwcGeometry {
     std::int64_t cin = 1;  // input channels read (depthwise: 1)
     std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
     bool blocked_input = true, depthwise = false;
+    // The epilogue the kernel applies as it stores, in this order: a residual (null: none)
+    // added to each result, laid out as the output (block ob's pixel p at
+    // residual + (ob - ob0) * ldb + (p - p0) * 16); the clamp; SiLU.
+    const float* residual = nullptr;
     // Each result clamped to [lo, hi] as it is stored (min(hi, max(lo, v)): a NaN stays NaN);
     // -inf and inf: not at all.
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();

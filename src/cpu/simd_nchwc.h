@@ -54,6 +54,13 @@ inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)
 template <class S, int N, int Q>
 inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typename S::V (&acc)[N][Q]) {
     constexpr int VPB = NchwcShape<S>::VPB;
+    if (const float* res = a.g->residual) {
+#pragma GCC unroll 16
+        for (int r = 0; r < N; ++r)
+#pragma GCC unroll 4
+            for (int q = 0; q < Q; ++q)
+                acc[r][q] = S::add(acc[r][q], S::load(res + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W));
+    }
     if (a.clamp) {
         const typename S::V lo = S::set1(static_cast<float>(a.g->lo)), hi = S::set1(static_cast<float>(a.g->hi));
 #pragma GCC unroll 16

@@ -241,15 +241,13 @@ private:
 bool nchwc_applies(const ir::Graph& g, NchwcMode mode) {
     if (mode == NchwcMode::off) return false;
     int convs = 0, depthwise = 0;
-    bool squeeze_excite = false;
     for (const Node& n : g.nodes) {
         if (!convertible(g, n)) continue;
         ++convs;
         depthwise += n.attrs.i("groups") != 1;
-        squeeze_excite = squeeze_excite || g.nodes[ix(n.inputs[0])].op == Op::global_avg_pool2d;
     }
     if (convs < 2) return false;
-    return mode == NchwcMode::all || (depthwise >= 2 && !squeeze_excite);
+    return mode == NchwcMode::all || depthwise >= 2;
 }
 
 ir::Graph to_nchwc(const ir::Graph& g, std::int64_t block) {

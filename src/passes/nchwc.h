@@ -24,14 +24,14 @@
 // (within the tolerance of a reordered sum).
 //
 // Where it pays (nchwc_applies with where_it_pays, KILN_NCHWC=auto): graphs of
-// depthwise-separable chains (at least two depthwise convs) without squeeze-excite (a conv
-// reading a global_avg_pool2d); the engine also keeps NCHW where its calls may run on a GPU
-// (jit/api/engine.cpp). Measured on the side-by-side harness (bench/README.md; 1 thread,
-// AMD EPYC Zen 4, AVX-512): blocked, mobilenet_v2 runs 1.01-1.06x ONNX Runtime's speed at
-// batch 1 (0.98x in NCHW); efficientnet_b0 loses 5-15% against its NCHW run (its
-// squeeze-excite pools: a mean over the blocked layout's middle axes runs far slower than
-// over NCHW planes), resnet18 and squeezenet1_1 about 30% (their 3x3 convs: NCHW has
-// Winograd and the phase-plane grid).
+// depthwise-separable chains (at least two depthwise convs), squeeze-excite or not; the
+// engine also keeps NCHW where its calls may run on a GPU (jit/api/engine.cpp). Measured on
+// the side-by-side harness and kiln-run (bench/README.md; 1 thread, AMD EPYC Zen 4):
+// blocked, mobilenet_v2 runs 1.01-1.07x ONNX Runtime's speed at batch 1 (0.98x in NCHW);
+// efficientnet_b0 (squeeze-excite) 7% faster than in NCHW at 256 bits and the same at 512
+// (its SiLU in the conv kernel, its channel scaling in middle loops); resnet18 and
+// squeezenet1_1 lose about 30% (their dense 3x3 convs: NCHW has Winograd and the
+// phase-plane grid).
 #include "src/ir/ir.h"
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 // The code of a conv2d_nchwc kernel with a kir::NchwcConv (codegen.h, emit_nchwc): per
 // outer index (a sample, a range of channel blocks, a range of pixels) src/cpu's
 // blocked-layout kernel (cpu/conv_nchwc.h, through kConvNchwcF32Symbol) computes the
-// convolution. Where the epilogue only adds the bias, clamps to constant bounds (relu6) or
-// takes SiLU, and stores, the kernel does that itself, into the output, in one call. Otherwise, chunks of
+// convolution. Where the epilogue only adds the bias and a residual, clamps to constant
+// bounds (relu6) or takes SiLU, and stores, the kernel does that itself, into the output, in
+// one call. Otherwise, chunks of
 // kChunkPixels pixels: the kernel writes the raw convolution of every block of the range into
 // a stack tile [blocks][kChunkPixels][16], and the epilogue (bias, the fused chain, the store)
 // runs over it pixel by pixel, vectorised along the 16 lanes of a block, which are
@@ -31,12 +32,13 @@ public:
     NchwcGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitter& em)
         : IrLoops(em.builder(), em.function()), h_(*k.nchwc), kern_(k), em_(em), width_(target.prefer_512 ? 16 : 8) {}
 
-    // An epilogue the kernel applies itself: one store to the output of acc, or acc plus the
-    // bias (b[block * 16 + lane], either order), then at most a constant clamp or SiLU
-    // (tiers/kir_forms.h).
+    // An epilogue the kernel applies itself: one store to the output of acc plus at most the
+    // bias (b[block * 16 + lane]) and a residual (an f32 buffer read at the store's index),
+    // summed in any order, then at most a constant clamp or SiLU (tiers/kir_forms.h).
     struct Direct {
         const kir::Stmt* store = nullptr;
         bool bias = false, silu = false;
+        int residual = -1;  // the residual's buffer
         double lo = 0, hi = 0;
     };
     std::optional<Direct> direct() const {
@@ -59,6 +61,10 @@ public:
             return either(e, kir::BinaryOp::add, block16, [&](const kir::Expr& v) { return is(v, kir::ExprKind::Var, h_.lane_var); });
         };
         auto is_bias = [&](const kir::Expr& e) { return h_.bias >= 0 && is(e, kir::ExprKind::Load, h_.bias) && is_lanes(*e.args[0]); };
+        auto is_residual = [&](const kir::Expr& e) {
+            return e.kind == kir::ExprKind::Load && e.id != h_.out && e.id != h_.bias && e.id >= 0 &&
+                   kern_.buffers[static_cast<std::size_t>(e.id)].dtype == DType::f32 && kir::same_expr(*e.args[0], *st.index);
+        };
         Direct d;
         d.store = &st;
         const kir::Expr* v = constant_clamp(*st.value, d.lo, d.hi);
@@ -68,9 +74,25 @@ public:
                 d.silu = true;
             }
         }
-        if (is_acc(*v)) return d;
-        if (!either(*v, kir::BinaryOp::add, is_acc, is_bias)) return std::nullopt;
-        d.bias = true;
+        // The terms of the sum: acc once, the bias and a residual at most once each.
+        int accs = 0;
+        bool ok = true;
+        auto terms = [&](auto&& self, const kir::Expr& e) -> void {
+            if (e.kind == kir::ExprKind::Binary && e.bop == kir::BinaryOp::add) {
+                self(self, *e.args[0]);
+                self(self, *e.args[1]);
+            } else if (is_acc(e)) {
+                ++accs;
+            } else if (!d.bias && is_bias(e)) {
+                d.bias = true;
+            } else if (d.residual < 0 && is_residual(e)) {
+                d.residual = e.id;
+            } else {
+                ok = false;
+            }
+        };
+        terms(terms, *v);
+        if (!ok || accs != 1) return std::nullopt;
         return d;
     }
 
@@ -100,8 +122,8 @@ public:
         auto* ptr_t = llvm::PointerType::getUnqual(ctx_);
         llvm::Type* f64t = b_.getDoubleTy();
         llvm::FunctionCallee kernel = mod.getOrInsertFunction(
-            kConvNchwcF32Symbol, llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t, i64t,
-                                                                          i64t, i64t, f64t, f64t},
+            kConvNchwcF32Symbol, llvm::FunctionType::get(b_.getVoidTy(), {ptr_t, ptr_t, ptr_t, ptr_t, ptr_t, ptr_t, i64t, i64t,
+                                                                          i64t, i64t, i64t, f64t, f64t},
                                                          false));
         auto* none = llvm::ConstantPointerNull::get(ptr_t);
         const double inf = std::numeric_limits<double>::infinity();
@@ -125,15 +147,17 @@ public:
                 em_.bind_var(h_.block_var, ob0);
                 em_.bind_var(h_.col_var, pa);
                 em_.bind_var(h_.lane_var, i64(0));
-                Value* at = b_.CreateInBoundsGEP(f32, em_.buffer_ptr(h_.out), em_.index(d->store->index));
-                b_.CreateCall(kernel, {geo, xs, w, d->bias ? em_.buffer_ptr(h_.bias) : none, at,
+                Value* ix = em_.index(d->store->index);
+                Value* at = b_.CreateInBoundsGEP(f32, em_.buffer_ptr(h_.out), ix);
+                Value* res = d->residual >= 0 ? b_.CreateInBoundsGEP(f32, em_.buffer_ptr(d->residual), ix) : none;
+                b_.CreateCall(kernel, {geo, xs, w, d->bias ? em_.buffer_ptr(h_.bias) : none, res, at,
                                        b_.CreateMul(npix, i64(kLanes)), ob0, ob1, pa, pb,
                                        llvm::ConstantFP::get(f64t, d->lo), llvm::ConstantFP::get(f64t, d->hi)});
                 return;
             }
             loop(pa, pb, i64(kChunkPixels), "nchwc.chunk", [&](Value* pc) {
                 Value* pe = smin(b_.CreateAdd(pc, i64(kChunkPixels)), pb);
-                b_.CreateCall(kernel, {geo, xs, w, none, tile, i64(ldb), ob0, ob1, pc, pe, llvm::ConstantFP::get(f64t, -inf),
+                b_.CreateCall(kernel, {geo, xs, w, none, none, tile, i64(ldb), ob0, ob1, pc, pe, llvm::ConstantFP::get(f64t, -inf),
                                        llvm::ConstantFP::get(f64t, inf)});
                 Value* np = b_.CreateSub(pe, pc);
                 loop(ob0, ob1, i64(1), "nchwc.ob", [&](Value* ob) {
@@ -173,8 +197,8 @@ void emit_nchwc(const kir::Kernel& kernel, const CodegenTarget& target, KernelEm
     NchwcGen(kernel, target, em).run(begin, end);
 }
 
-void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, float* out,
-                    std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,
+void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, const float* residual,
+                    float* out, std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,
                     double hi) noexcept {
     cpu::NchwcGeometry g;
     g.cin = geo[0], g.h = geo[1], g.w = geo[2], g.oh = geo[3], g.ow = geo[4], g.kh = geo[5], g.kw = geo[6];
@@ -182,6 +206,7 @@ void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, con
     g.blocked_input = (geo[13] & 1) != 0;
     g.depthwise = (geo[13] & 2) != 0;
     g.silu = (geo[13] & 4) != 0;
+    g.residual = residual;
     g.lo = lo;
     g.hi = hi;
     cpu::conv_nchwc_f32(cpu::kernel_cpu_isa(), g, x, w, bias, out, ldb, ob0, ob1, p0, p1);

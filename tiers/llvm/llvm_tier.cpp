@@ -350,7 +350,8 @@ public:
     std::string_view name() const override { return "llvm"; }
 
     std::string fingerprint() const override {
-        std::string fp = "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings();
+        std::string fp = "llvm " LLVM_VERSION_STRING ";" + llvm_host_description() + ";" + llvm_tier::gemm_settings() +
+                         ";calls " + std::to_string(llvm_tier::kRuntimeCallsVersion);
         if (const auto op = corrupt_op_for_testing()) fp += ";corrupt " + std::string(kir::op_name(*op));  // tiers/test_hook.h
         return fp;
     }
