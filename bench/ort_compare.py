@@ -8,11 +8,13 @@ KILN_CPU_ISA=isa) on the same arrays, checks Kiln's outputs against ONNX Runtime
 (max|kiln - ort| / max|ort| <= 1e-3 per output, matched by output name, else by order) and
 prints one row with:
 
-  ort/kiln p50, p90   ms per call: ORT after 3 warm-up calls, over --repeat calls; Kiln's
-                      steady state: after 10 first calls, kiln-run --steady calls the model
-                      until its tier-up policy stops compiling (each call followed by waiting
-                      for the compiles it queued; 10 calls in a row without one), then times
-                      --repeat calls (fewer for slow models: about 20 s of them at most)
+  ort/kiln p50, p90   ms per call: ORT after 3 warm-up calls, over the row's timed calls;
+                      Kiln's steady state: after 10 first calls, kiln-run --steady calls the
+                      model until its tier-up policy stops compiling (each call followed by
+                      waiting for the compiles it queued; 10 calls in a row without one),
+                      then times as many calls. Timed calls: --repeat, or more for fast
+                      models, so that they take about --min-seconds (by ORT's first p50; at
+                      most 5000), or fewer for slow ones (about 20 s of them at most)
   speedup             ort p50 / kiln p50 (> 1: Kiln is faster)
   first ms            Kiln: the first call; ORT: session creation + first call
   compiled after      the call after which every compilable group had compiled code (tier 1
@@ -72,6 +74,7 @@ SEQ = 32  # sequence length of the small dynamic models
 TOL = 1e-3
 WARM_CALLS = 10  # Kiln's first calls, before it settles
 STEADY_SECONDS = 20.0  # at most about this long for a run's steady calls (bert-base at batch 8)
+MAX_CALLS = 5000  # at most this many timed calls per run (--min-seconds of a fast model)
 
 
 def first_line(text):
@@ -288,12 +291,14 @@ def run_all(args, np, ort, batches, threads, isas, repeat, tmp):
                         f = os.path.join(tmp, f"{model}_b{b}_{len(files)}.npy")
                         np.save(f, a)
                         files.append(f"{name}={f}")
-                steady = max(5, min(repeat, int(STEADY_SECONDS * 1e3 / max(ort_stats["ort_p50"], 1e-3))))
+                p50 = max(ort_stats["ort_p50"], 1e-3)
+                steady = max(5, min(max(repeat, min(MAX_CALLS, int(args.min_seconds * 1e3 / p50))),
+                                    int(STEADY_SECONDS * 1e3 / p50)))
                 per_isa = {isa: [] for isa in isas}  # [(ort stats, kiln json, err)] per round
                 failed = {}
                 for r in range(args.rounds):
-                    if r > 0:
-                        ort_stats = dict(ort_stats, **time_ort(np, sess, feeds, repeat))
+                    if r > 0 or steady != repeat:
+                        ort_stats = dict(ort_stats, **time_ort(np, sess, feeds, steady))
                     for isa in isas:
                         if isa in failed:
                             continue
@@ -322,6 +327,8 @@ def main():
     ap.add_argument("--isa", default="auto,avx2", help="KILN_CPU_ISA values, one Kiln row each")
     ap.add_argument("--repeat", type=int, default=40, help="timed calls per run (default 40)")
     ap.add_argument("--rounds", type=int, default=3, help="measurements per row, medians reported (default 3)")
+    ap.add_argument("--min-seconds", type=float, default=1.0,
+                    help="timed calls per run: more than --repeat where they take less than this (default 1.0)")
     ap.add_argument("--kiln-run", default="build/tools/kiln-run/kiln-run")
     ap.add_argument("--models-dir", default=os.path.join(tempfile.gettempdir(), "kiln_ort_models"),
                     help="cache of exported models (default: %(default)s)")
@@ -345,12 +352,13 @@ def main():
     batches, threads, isas, repeat = ints(args.batches), ints(args.threads), args.isa.split(","), args.repeat
     if args.quick:
         batches, threads, isas, repeat = batches[:1], threads[:1], isas[:1], 5
-        args.rounds = 1
+        args.rounds, args.min_seconds = 1, 0.0
     if args.rounds < 1:
         print("--rounds must be at least 1")
         return 2
     os.makedirs(args.models_dir, exist_ok=True)
-    print(f"ONNX Runtime {ort.__version__}; {repeat} timed calls per run, {args.rounds} round(s) per row (medians); "
+    print(f"ONNX Runtime {ort.__version__}; at least {repeat} timed calls per run (about {args.min_seconds:g} s of them for "
+          f"fast models), {args.rounds} round(s) per row (medians); "
           "times in ms", file=sys.stderr)
     tmp = tempfile.mkdtemp(prefix="kiln_ort_")
     try:
