@@ -17,7 +17,11 @@
 // - elementwise: every output has the group's shape S. When every input has shape S (or
 //   holds one element) or S has rank <= 1, the outer index is the flat element index
 //   (extent numel(S)); else the outer index is a row of S (extent: the product of all but
-//   the last dim) and an inner loop runs over the last dim. Broadcast inputs are indexed
+//   the row's dims) and an inner loop runs over the row: the last dim, and the dims before
+//   it on which every input is whole or broadcast. A short row (at most 64 values) whose
+//   input is broadcast along the static dims before it (squeeze-excite's scale in the
+//   blocked layout, [N, Cb, 1, 1, 16]) runs a middle loop over those dims, so that an outer
+//   index holds up to about 1024 values. Broadcast inputs are indexed
 //   through index arithmetic; a symbolic input dim that may be 1 at run time contributes
 //   select(p == 1, 0, stride), so one kernel serves every shape;
 // - row_reduction: the outer index is a row (extent: the product of the kept dims). Loops
