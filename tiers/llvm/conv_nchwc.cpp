@@ -3,11 +3,10 @@
 // blocked-layout kernel (cpu/conv_nchwc.h, through kConvNchwcF32Symbol) computes the
 // convolution. Where the epilogue only adds the bias and a residual, clamps to constant
 // bounds (relu6) or takes SiLU, and stores, the kernel does that itself, into the output, in
-// one call. Otherwise, chunks of
-// kChunkPixels pixels: the kernel writes the raw convolution of every block of the range into
-// a stack tile [blocks][kChunkPixels][16], and the epilogue (bias, the fused chain, the store)
-// runs over it pixel by pixel, vectorised along the 16 lanes of a block, which are
-// consecutive in every operand of the blocked layout.
+// one call. Otherwise, chunks of kChunkPixels pixels: the kernel writes the raw convolution
+// of every block of the range into a stack tile [blocks][kChunkPixels][16], and the epilogue
+// (bias, the fused chain, the store) runs over it pixel by pixel, vectorised along the 16
+// lanes of a block, which are consecutive in every operand of the blocked layout.
 #include "tiers/llvm/ir_loops.h"
 
 #include "tiers/kir_forms.h"
