@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -91,7 +92,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         for (float& v : x) v = u(rng);
         for (float& v : w) v = u(rng);
         // The last block's upper 8 channels padding, as the layout pads 24 channels: zero
-        // weights (the 256-bit kernel then computes the lower half alone).
+        // weights.
         const bool tail = !g.depthwise && it % 6 == 5;
         if (tail)
             for (I64 t = 0; t < k; ++t)
@@ -146,6 +147,33 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
 // src/cpu/col_sum.h: the blocked layout's global average pool sums each of the 16 lanes of
 // a block over the pixels, in double (tiers/interp/reduce.cpp). The kernels must give the
 // interpreter's plain loop bit for bit: each column from 0.0, rows in order.
+// A channel whose weights are all zero (padding past the last real channel, or a pruned
+// filter) still sums 0 * x: an infinite input makes it NaN, as in the formula and the
+// interpreter, on every instruction set (no shortcut that skips zero weights).
+TEST_CASE("cpu nchwc: zero weights times an infinite input give NaN on every instruction set") {
+    const std::vector<CpuIsa> isas = host_isas("NaN propagation is");
+    NchwcGeometry g;
+    g.cin = 3;
+    g.blocked_input = false;
+    g.h = g.w = g.oh = g.ow = 4;
+    const I64 npix = g.oh * g.ow;
+    std::vector<float> x(static_cast<std::size_t>(g.cin * npix), 0.5f), w(static_cast<std::size_t>(g.cin * L), 0.0f);
+    for (I64 c = 0; c < g.cin; ++c)
+        for (I64 l = 0; l < L / 2; ++l) w[static_cast<std::size_t>(c * L + l)] = 0.25f;  // upper 8 channels: zero
+    x[static_cast<std::size_t>(1 * npix + 5)] = std::numeric_limits<float>::infinity();  // channel 1, pixel 5
+    for (CpuIsa isa : isas) {
+        std::vector<float> out(static_cast<std::size_t>(npix * L), 1.0f);
+        kiln::cpu::conv_nchwc_f32(isa, g, x.data(), w.data(), nullptr, out.data(), npix * L, 0, 1, 0, npix);
+        const std::string name(kiln::cpu::cpu_isa_name(isa));
+        for (I64 p = 0; p < npix; ++p)
+            for (I64 l = 0; l < L; ++l) {
+                const float v = out[static_cast<std::size_t>(p * L + l)];
+                if (p == 5) CHECK_MESSAGE((l < L / 2 ? std::isinf(v) : std::isnan(v)), name << " lane " << l << ": " << v);
+                else CHECK_MESSAGE(v == (l < L / 2 ? 0.375f : 0.0f), name << " pixel " << p << " lane " << l << ": " << v);
+            }
+    }
+}
+
 TEST_CASE("cpu nchwc: column sums in double equal the plain loop bit for bit on every instruction set") {
     const std::vector<CpuIsa> isas = host_isas("column sums are");
     std::mt19937_64 rng(5);

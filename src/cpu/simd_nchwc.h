@@ -92,9 +92,7 @@ enum NchwcMode : int { kGeneric, kUnitStride, kPointwise };
 
 // Dense: N output pixels from (y, x0) on (consecutive x), output pixel p onwards, blocks
 // [ob, ob + NB), every tap column inside the image (the filter rows outside it skipped).
-// The first QC vectors of the blocks are computed, the others (whose weights are all zero:
-// nchwc_zero_tail) start from the bias and are stored as the computed ones are.
-template <class S, int N, int NB, bool BLK, int MODE, int QC = NB * NchwcShape<S>::VPB>
+template <class S, int N, int NB, bool BLK, int MODE>
 void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
@@ -105,14 +103,14 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
     nchwc_init<S>(a, ob, acc);
     const float* wk = a.w + ob * wstride;  // walks the taps in order: (c, i, j)
     auto tap = [&](const float* xp) {
-        V wv[QC];
+        V wv[Q];
 #pragma GCC unroll 4
-        for (int q = 0; q < QC; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
+        for (int q = 0; q < Q; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
 #pragma GCC unroll 16
         for (int r = 0; r < N; ++r) {
             const V xv = S::bcast(xp + r * ps);
 #pragma GCC unroll 4
-            for (int q = 0; q < QC; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
+            for (int q = 0; q < Q; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
         }
         wk += kNchwcLanes;
     };
@@ -273,9 +271,9 @@ void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::in
 using NchwcRunFn = void (*)(const NchwcArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 
 // Runs of 1 .. R pixels: table[n] for n in [1, R].
-template <class S, int NB, bool BLK, int MODE, int QC, std::size_t... I>
+template <class S, int NB, bool BLK, int MODE, std::size_t... I>
 constexpr auto nchwc_dense_runs(std::index_sequence<I...>) {
-    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE, QC>...};
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE>...};
 }
 template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
@@ -338,18 +336,6 @@ void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int
     }
 }
 
-// Are the weights of block ob's second vector (lanes W..2W-1; at 256 bits its upper 8
-// channels) all zero, as the layout pads them past the last real channel? Its results are
-// then the bias (plus a residual, clamped, SiLU) for finite inputs, without the FMAs.
-template <class S>
-inline bool nchwc_zero_tail(const NchwcArgs& a, std::int64_t ob) {
-    const float* w = a.w + ob * a.k * kNchwcLanes + S::W;
-    for (std::int64_t t = 0; t < a.k; ++t)
-        for (int l = 0; l < S::W; ++l)
-            if (w[t * kNchwcLanes + l] != 0.0f) return false;
-    return true;
-}
-
 // SiLU (g.silu) over the n pixels just stored of blocks [ob, ob + nb), while they are in
 // cache: a pass of its own rather than in the runs' stores, whose registers it would take.
 template <class S>
@@ -389,16 +375,11 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         constexpr bool B = decltype(blk)::value;
         constexpr int M = decltype(mode)::value;
         using Seq = std::make_index_sequence<Shape::R>;
-        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B, M, Shape::NB * Shape::VPB>(Seq{});
-        static constexpr auto one = nchwc_dense_runs<S, 1, B, M, Shape::VPB>(Seq{});
-        // At 256 bits, a block whose second half is padding (24 channels in two blocks): its
-        // first half alone (half the FMAs).
-        static constexpr auto half = nchwc_dense_runs<S, 1, B, M, 1>(Seq{});
+        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B, M>(Seq{});
+        static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(Seq{});
         std::int64_t ob = ob0;
         for (; ob + Shape::NB <= ob1; ob += Shape::NB) {
-            const bool h = Shape::NB == 1 && Shape::VPB == 2 && nchwc_zero_tail<S>(a, ob);
-            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, h ? half.data() : wide.data(), nullptr,
-                                              &nchwc_dense_pixel<S, Shape::NB, B>, linear);
+            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
             nchwc_silu<S>(a, ob, Shape::NB, p1 - p0);
         }
         for (; ob < ob1; ++ob) {

@@ -410,11 +410,12 @@ private:
         llvm::raw_string_ostream vos(verr);
         if (llvm::verifyModule(*mod, &vos)) return {nullptr, Bailout::backend_error, "invalid IR: " + vos.str(), 0.0};
         const double emit_ms = ms_since(t);
-        const std::size_t ir_before = instruction_count(*mod);
+        const bool log_phases = support::log().should_log(spdlog::level::debug);  // (the sizes: only for the log)
+        const std::size_t ir_before = log_phases ? instruction_count(*mod) : 0;
         t = Clock::now();
         optimise(*mod, tm);
         const double opt_ms = ms_since(t);
-        const std::size_t ir_after = instruction_count(*mod);
+        const std::size_t ir_after = log_phases ? instruction_count(*mod) : 0;
         if (opt_.dump_llvm || opt_.dump_asm) dump(opt_, kernel.name, *mod, tm);
         t = Clock::now();
 
