@@ -281,7 +281,7 @@ TEST_CASE("matmul tier: f16 and bf16 operands (widened to f32 on packing, rounde
     }
 }
 
-TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns (kir::Derived), which tier 2 reads at every width") {
+TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns in slabs of 16 (kir::Derived), which tier 2 reads at every width") {
     // K = 300: two depth blocks; N = 75: two whole panels and one of 11 columns, zero padded.
     const std::int64_t K = 300, N = 75;
     Graph g = make_graph(DType::f32, {dyn("M"), K}, K, N, Epi::bias_relu, false);
@@ -296,7 +296,9 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
     CHECK(d.rows == N);
     CHECK(d.cols == K);
     CHECK(d.lanes == 32);
-    // The layout, against W element by element, and the padding columns zero.
+    CHECK(d.sub == 16);
+    // The layout, against W element by element (panels of 32 columns, each two slabs of 16
+    // columns x K), and the padding columns zero.
     const Tensor& w = low.constant(g, d.source);
     REQUIRE(w.numel() == K * N);
     std::vector<float> packed(static_cast<std::size_t>(d.elems()), -1.0f);
@@ -306,7 +308,7 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
     int wrong = 0;
     for (std::int64_t n = 0; n < 96; ++n)
         for (std::int64_t kk = 0; kk < K; ++kk)
-            wrong += packed[static_cast<std::size_t>(((n / 32) * K + kk) * 32 + n % 32)] != (n < N ? wp[kk * N + n] : 0.0f);
+            wrong += packed[static_cast<std::size_t>(((n / 16) * K + kk) * 16 + n % 16)] != (n < N ? wp[kk * N + n] : 0.0f);
     CHECK(wrong == 0);
     // f64, and a run-time B: no copy.
     CHECK(jit::lower_function(make_graph(DType::f64, {dyn("M"), K}, K, N, Epi::none, false).impl())->groups[0]->kernel->derived.empty());
@@ -328,6 +330,40 @@ TEST_CASE("matmul tier: a constant 2-D B is packed once in panels of 32 columns 
         CHECK(ref::group_of_kind(fj.stats(), "matmul").compiled_calls > 0);
     }
     tiers::set_llvm_gemm_vector_bytes(0);
+}
+
+TEST_CASE("kir::fill_derived: tiles in slabs (Derived::sub), from a source row-major or transposed") {
+    // 2 groups of 11 rows x 3 cols in tiles of 8 rows, slabs of 4: the last tile holds rows
+    // 8-10 in its first slab, the rest zero.
+    for (bool transposed : {false, true}) {
+        CAPTURE(transposed);
+        kir::Derived d;
+        d.source = 0;
+        d.groups = 2;
+        d.rows = 11;
+        d.cols = 3;
+        d.lanes = 8;
+        d.sub = 4;
+        d.transposed = transposed;
+        const std::int64_t tiles = 2;
+        std::vector<float> src(static_cast<std::size_t>(d.groups * d.rows * d.cols));
+        for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i + 1);
+        std::vector<float> got(static_cast<std::size_t>(d.elems()), -1.0f);
+        REQUIRE(got.size() == static_cast<std::size_t>(d.groups * tiles * d.lanes * d.cols));
+        kir::fill_derived(d, DType::f32, src.data(), got.data());
+        int wrong = 0;
+        for (std::int64_t g = 0; g < d.groups; ++g)
+            for (std::int64_t t = 0; t < tiles; ++t)
+                for (std::int64_t r = 0; r < d.lanes; ++r)
+                    for (std::int64_t c = 0; c < d.cols; ++c) {
+                        const std::int64_t row = t * d.lanes + r;
+                        const std::int64_t at = transposed ? (g * d.cols + c) * d.rows + row : (g * d.rows + row) * d.cols + c;
+                        const float want = row < d.rows ? src[static_cast<std::size_t>(at)] : 0.0f;
+                        const std::int64_t i = (((g * tiles + t) * (d.lanes / d.sub) + r / d.sub) * d.cols + c) * d.sub + r % d.sub;
+                        wrong += got[static_cast<std::size_t>(i)] != want;
+                    }
+        CHECK(wrong == 0);
+    }
 }
 
 TEST_CASE("matmul tier: a GEMM that gets no scratch memory raises std::bad_alloc, and later calls are right") {

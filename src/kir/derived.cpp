@@ -5,6 +5,7 @@
 #include "src/cpu/winograd.h"
 #include "src/support/check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -13,21 +14,26 @@ namespace {
 
 template <class T> void transpose_tiles(const Derived& d, const T* src, T* dst) {
     const std::int64_t tiles = (d.rows + d.lanes - 1) / d.lanes;
+    const std::int64_t sub = d.sub > 0 ? d.sub : d.lanes;  // each slab: cols x sub
     for (std::int64_t g = 0; g < d.groups; ++g)
         for (std::int64_t t = 0; t < tiles; ++t) {
-            T* out = dst + (g * tiles + t) * d.cols * d.lanes;
+            T* tile = dst + (g * tiles + t) * d.cols * d.lanes;
             const std::int64_t r0 = t * d.lanes, n = r0 + d.lanes <= d.rows ? d.lanes : d.rows - r0;
-            if (n < d.lanes) std::memset(static_cast<void*>(out), 0, sizeof(T) * static_cast<std::size_t>(d.cols * d.lanes));
-            if (d.transposed) {  // a run of n values of each source row to each tile row
-                for (std::int64_t c = 0; c < d.cols; ++c)
-                    std::memcpy(static_cast<void*>(out + c * d.lanes), src + (g * d.cols + c) * d.rows + r0,
-                                sizeof(T) * static_cast<std::size_t>(n));
-                continue;
-            }
-            // Row by row: each source row is read in order, its values scattered to one lane.
-            for (std::int64_t r = 0; r < n; ++r) {
-                const T* row = src + (g * d.rows + r0 + r) * d.cols;
-                for (std::int64_t c = 0; c < d.cols; ++c) out[c * d.lanes + r] = row[c];
+            if (n < d.lanes) std::memset(static_cast<void*>(tile), 0, sizeof(T) * static_cast<std::size_t>(d.cols * d.lanes));
+            for (std::int64_t s0 = 0; s0 < n; s0 += sub) {  // the slab of rows [s0, s0 + sub)
+                T* out = tile + s0 * d.cols;
+                const std::int64_t m = std::min(sub, n - s0);
+                if (d.transposed) {  // a run of m values of each source row to each slab row
+                    for (std::int64_t c = 0; c < d.cols; ++c)
+                        std::memcpy(static_cast<void*>(out + c * sub), src + (g * d.cols + c) * d.rows + r0 + s0,
+                                    sizeof(T) * static_cast<std::size_t>(m));
+                    continue;
+                }
+                // Row by row: each source row is read in order, its values scattered to one lane.
+                for (std::int64_t r = 0; r < m; ++r) {
+                    const T* row = src + (g * d.rows + r0 + s0 + r) * d.cols;
+                    for (std::int64_t c = 0; c < d.cols; ++c) out[c * sub + r] = row[c];
+                }
             }
         }
 }

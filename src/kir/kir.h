@@ -256,6 +256,11 @@ struct NchwcConv {
 // source[(g * cols + c) * rows + r] is element (r, c) above (a matmul's 2-D B of k x n,
 // read as n x k: panels of `lanes` columns of B, row after row of k). Of the source's dtype.
 //
+// `sub` (> 0, dividing `lanes`): each tile stored instead as lanes / sub slabs of cols x sub
+// one after another, the rows r of slab r / sub:
+//   derived[(((g * tiles + t) * (lanes / sub) + r / sub) * cols + c) * sub + r % sub]
+// so that a vector of `sub` lanes walks one slab in order (a matmul's B at any vector width).
+//
 // `winograd`: the other layout, of a 3x3 conv's weights (rows = output channels, cols = 9 x
 // input channels): per group, U of Winograd F(4x4, 3x3) as src/cpu/winograd.h's
 // winograd_weights lays it out (36 points x tiles of `lanes` = 32 output channels x input
@@ -263,6 +268,7 @@ struct NchwcConv {
 struct Derived {
     int source = -1;
     std::int64_t groups = 1, rows = 0, cols = 0, lanes = 0;
+    std::int64_t sub = 0;  // lanes per slab of a tile; 0: one slab of `lanes`
     bool transposed = false;
     bool winograd = false;
     std::int64_t elems() const {

@@ -143,8 +143,8 @@ std::string print(const Kernel& k) {
         os << "  derived d" << i << " of b" << d.source << ": " << d.groups << " x " << d.rows << " x " << d.cols;
         if (d.winograd) os << " as Winograd F(4x4, 3x3) points in tiles of " << d.lanes << " rows\n";
         else
-            os << " in tiles of " << d.lanes << " rows, transposed" << (d.transposed ? ", from the source transposed" : "")
-               << "\n";
+            os << " in tiles of " << d.lanes << " rows" << (d.sub > 0 ? " (slabs of " + std::to_string(d.sub) + ")" : "")
+               << ", transposed" << (d.transposed ? ", from the source transposed" : "") << "\n";
     }
     for (std::size_t i = 0; i < k.params.size(); ++i) {
         os << "  param p" << i << " " << k.params[i];

@@ -45,7 +45,8 @@ public:
         for (const Derived& d : k_.derived)
             check(d.source >= 0 && static_cast<std::size_t>(d.source) < k_.buffers.size() &&
                       !k_.buffers[static_cast<std::size_t>(d.source)].output && d.groups >= 1 && d.rows >= 1 &&
-                      d.cols >= 1 && d.lanes >= 1 && (!d.winograd || (d.cols % 9 == 0 && !d.transposed)),
+                      d.cols >= 1 && d.lanes >= 1 && (!d.winograd || (d.cols % 9 == 0 && !d.transposed)) &&
+                      d.sub >= 0 && (d.sub == 0 || (d.lanes % d.sub == 0 && !d.winograd)),
                   "a derived buffer of b" + std::to_string(d.source) + " is malformed");
         check(k_.extent != nullptr, "no extent");
         in_extent_ = true;

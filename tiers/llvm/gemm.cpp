@@ -160,8 +160,13 @@ void GemmGen::run(Value* begin, Value* end) {
     // B packed once by the runtime (kir::Derived: panels of `lanes` columns), read in place
     // of packing it per call: f32, whole strips per panel.
     if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a()) {
-        bpanel_ = kern_.derived[static_cast<std::size_t>(h_.b_packed)].lanes;
-        if (bpanel_ % nr_ == 0) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
+        const kir::Derived& d = kern_.derived[static_cast<std::size_t>(h_.b_packed)];
+        bpanel_ = d.lanes;
+        bslab_ = d.sub > 0 ? d.sub : d.lanes;
+        bslab_elems_ = d.cols * bslab_;
+        // A strip lies in one slab, or spans whole slabs with whole vectors in each.
+        const bool fits = bslab_ % nr_ == 0 || (nr_ % bslab_ == 0 && bslab_ % vw_ == 0);
+        if (bpanel_ % nr_ == 0 && fits) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
     }
 
     // Scratch: packed B (kcE x ncE) then partial sums (row_block x ncE, only if k > KC).
@@ -366,12 +371,18 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                 Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                 Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
                 Tile t{ab, strip, pc, kc, first, last, i0, jr, nr_};
-                if (bpk_) {  // B packed once (kir::Derived): the panel's rows from depth pc on
+                if (bpk_) {  // B packed once (kir::Derived): the strip's slab rows from depth pc on
                     Value* col = b_.CreateAdd(jc, jr);
                     Value* panel = b_.CreateMul(b_.CreateSDiv(col, i64(bpanel_)), b_.CreateMul(k_dim_, i64(bpanel_)));
-                    t.strip = elem(bpk_, b_.CreateAdd(b_.CreateAdd(panel, b_.CreateMul(pc, i64(bpanel_))),
-                                                      b_.CreateSRem(col, i64(bpanel_))));
-                    t.bstride = bpanel_;
+                    Value* in_panel = b_.CreateSRem(col, i64(bpanel_));
+                    Value* slab = b_.CreateMul(b_.CreateSDiv(in_panel, i64(bslab_)), b_.CreateMul(k_dim_, i64(bslab_)));
+                    t.strip = elem(bpk_, b_.CreateAdd(b_.CreateAdd(panel, slab),
+                                                      b_.CreateAdd(b_.CreateMul(pc, i64(bslab_)), b_.CreateSRem(in_panel, i64(bslab_)))));
+                    t.bstride = bslab_;
+                    if (nr_ > bslab_) {
+                        t.slab = bslab_;
+                        t.slab_elems = bslab_elems_;
+                    }
                 }
                 loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
                     micro(t, ir, mr_, i64(0));
@@ -490,7 +501,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         Value* bptr = elem(t.strip, b_.CreateMul(kk, i64(t.bstride)));
         std::vector<Value*> bv(static_cast<std::size_t>(nv_));
         for (int v = 0; v < nv_; ++v)
-            bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(v * vw_)), bpk_ ? ea : va);  // (a tensor's alignment)
+            bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(t.voff(v, vw_))), bpk_ ? ea : va);  // (a tensor's alignment)
         // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
         // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
         // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:

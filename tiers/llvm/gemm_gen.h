@@ -79,6 +79,8 @@ private:
     Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
     Value* wino_u_ = nullptr;  // A as its Winograd transform (MatmulHint::winograd), when winograd_applies()
     std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
+    std::int64_t bslab_ = 0;   // columns per slab of a panel (kir::Derived::sub, or the panel)
+    std::int64_t bslab_elems_ = 0;  // elements from one slab of a panel to the next (k x slab)
     Value *im_h_ = nullptr, *im_w_ = nullptr, *im_kw_ = nullptr, *im_khw_ = nullptr, *im_ow_ = nullptr;  // im2col
 
     Value* elem(Value* base, Value* idx) { return b_.CreateInBoundsGEP(t_, base, idx); }
@@ -308,6 +310,10 @@ private:
     struct Tile {
         Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jr;
         std::int64_t bstride;  // elements from one depth index of the strip to the next
+        // Elements from vector v of the strip's depth index to the strip's first: v * VW, or
+        // where the strip spans slabs of B packed once, its slab's offset.
+        std::int64_t voff(int v, std::int64_t vw) const { return slab == 0 ? v * vw : (v * vw / slab) * slab_elems + v * vw % slab; }
+        std::int64_t slab = 0, slab_elems = 0;
     };
 
     // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
