@@ -15,8 +15,9 @@
 // A block of at most cpu::kMaxStreamedRows rows (small batches) whose operands are of the
 // compute type is not packed: B streams row by row through the ahead-of-time rows kernel of
 // src/cpu (stream()), then the epilogue runs over the result. A constant B that the runtime
-// packed once (MatmulHint::b_packed: panels of the derived buffer's lanes columns) is read in place, no
-// "pack B" step, and then small blocks run the register tiles too (see block()).
+// packed once (MatmulHint::b_packed: panels of the derived buffer's lanes columns, in slabs of
+// its sub columns) is read in place, no "pack B" step, and then small blocks run the register
+// tiles too (see block()).
 // A convolution's B (kir::Im2col) is never built: its paths (the depthwise kernel, the grid
 // of phase planes, packing from the image in the loop nest above) are in gemm_conv.cpp, and
 // its channel-lane path for small images (weights packed by the runtime) in gemm_chan.cpp.
@@ -157,8 +158,8 @@ void GemmGen::run(Value* begin, Value* end) {
     bbuf_ = em_.buffer_ptr(h_.b);
     // A 3x3 conv's weights as their Winograd transform (kir::Derived), where the kernel runs.
     if (winograd_applies()) wino_u_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.winograd);
-    // B packed once by the runtime (kir::Derived: panels of `lanes` columns), read in place
-    // of packing it per call: f32, whole strips per panel.
+    // B packed once by the runtime (kir::Derived: panels of `lanes` columns in slabs of
+    // `sub`), read in place of packing it per call: f32, whole strips per panel.
     if (h_.b_packed >= 0 && !h_.im2col && es_ == 4 && db_ == DType::f32 && !widened_a()) {
         const kir::Derived& d = kern_.derived[static_cast<std::size_t>(h_.b_packed)];
         bpanel_ = d.lanes;
@@ -356,6 +357,21 @@ void GemmGen::dots(Value* ab, Value* xb, Value* i0, Value* rows) {
 }
 
 void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
+    // With M bound, the rows of a block are the row block's or the last block's, so only the
+    // edge kernels for those counts' rows beside the full tiles are emitted; with N bound and
+    // every column block, panel and strip a whole number of strips, each strip is whole and
+    // its epilogue has no tail. (Less to compile: bert-base's 768 x 3072 linear with GELU at
+    // 128 rows had its 4- and 1-row kernels and an edge epilogue it never ran.)
+    unsigned left_counts = 7;  // the bits (4, 2, 1) of the counts of rows left beside the full tiles
+    if (auto* mc = llvm::dyn_cast<llvm::ConstantInt>(m_)) {
+        const std::int64_t M = mc->getSExtValue(), rb = h_.row_block;
+        left_counts = 0;
+        if (M > rb) left_counts |= static_cast<unsigned>(rb % mr_);
+        if (M > 0) left_counts |= static_cast<unsigned>((M - (M - 1) / rb * rb) % mr_);
+    }
+    bool whole_strips = false;
+    if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
+        whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
     loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
         Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
@@ -367,7 +383,7 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
             if (h_.im2col) pack_im2col(xb, pc, jc, kc, nc);
             else if (!bpk_) pack_b(bb, pc, jc, kc, nc);
             loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
-                Value* nr = smin(i64(nr_), b_.CreateSub(nc, jr));
+                Value* nr = whole_strips ? i64(nr_) : smin(i64(nr_), b_.CreateSub(nc, jr));
                 Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                 Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
                 Tile t{ab, strip, pc, kc, first, last, i0, jr, nr_};
@@ -393,13 +409,14 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                 // rows, into one epilogue.
                 Value* left = b_.CreateSub(rows, full_rows);
                 for (int c = 4; c >= 1; c /= 2) {
-                    if (c >= mr_) continue;
+                    if (c >= mr_ || (left_counts & static_cast<unsigned>(c)) == 0) continue;
                     Value* off = b_.CreateAnd(left, i64(~std::int64_t{2 * c - 1}));
                     if_then(b_.CreateICmpNE(b_.CreateAnd(left, i64(c)), i64(0)),
                             [&] { micro(t, b_.CreateAdd(full_rows, off), c, off); });
                 }
-                if_then(b_.CreateAnd(last, b_.CreateICmpSGT(left, i64(0))),
-                        [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, full_rows), left, b_.CreateAdd(jc, jr), nr); });
+                if (left_counts != 0)
+                    if_then(b_.CreateAnd(last, b_.CreateICmpSGT(left, i64(0))),
+                            [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, full_rows), left, b_.CreateAdd(jc, jr), nr); });
             });
         });
     });
