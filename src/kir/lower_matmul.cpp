@@ -20,8 +20,9 @@ constexpr std::int64_t kColBlock = limits::matmul_col_block;
 // read it in order, with no packing per call. Column blocks are whole panels (multiples of 32).
 // Each panel is two slabs of 16 columns (kir::Derived::sub), so that a 256-bit strip of 16
 // columns reads one slab in order rather than every other cache line of the panel (a stack of
-// 24 cold 768 x 768 linears at 128 rows, AMD EPYC Zen 4, 256 bits: 37.0 -> 34.8 ms); a
-// 512-bit strip of 32 reads its two vectors from the two slabs.
+// 24 cold 768 x 768 linears at 128 rows, AMD EPYC Zen 4, 1 thread, 256 bits: 38.1-38.5 ->
+// 35.4-37.3 ms; 512 bits within noise); a 512-bit strip of 32 reads its two vectors from the
+// two slabs.
 constexpr std::int64_t kPackCols = 32;
 constexpr std::int64_t kPackSlab = 16;
 

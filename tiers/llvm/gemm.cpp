@@ -395,10 +395,6 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                     t.strip = elem(bpk_, b_.CreateAdd(b_.CreateAdd(panel, slab),
                                                       b_.CreateAdd(b_.CreateMul(pc, i64(bslab_)), b_.CreateSRem(in_panel, i64(bslab_)))));
                     t.bstride = bslab_;
-                    if (nr_ > bslab_) {
-                        t.slab = bslab_;
-                        t.slab_elems = bslab_elems_;
-                    }
                 }
                 loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
                     micro(t, ir, mr_, i64(0));
@@ -518,7 +514,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         Value* bptr = elem(t.strip, b_.CreateMul(kk, i64(t.bstride)));
         std::vector<Value*> bv(static_cast<std::size_t>(nv_));
         for (int v = 0; v < nv_; ++v)
-            bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(t.voff(v, vw_))), bpk_ ? ea : va);  // (a tensor's alignment)
+            bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(bvec_offset(v))), bpk_ ? ea : va);  // (a tensor's alignment)
         // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
         // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
         // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:

@@ -310,11 +310,13 @@ private:
     struct Tile {
         Value *ab, *strip, *pc, *kc, *first, *last, *i0, *jr;
         std::int64_t bstride;  // elements from one depth index of the strip to the next
-        // Elements from vector v of the strip's depth index to the strip's first: v * VW, or
-        // where the strip spans slabs of B packed once, its slab's offset.
-        std::int64_t voff(int v, std::int64_t vw) const { return slab == 0 ? v * vw : (v * vw / slab) * slab_elems + v * vw % slab; }
-        std::int64_t slab = 0, slab_elems = 0;
     };
+    // Elements from vector v of a strip's depth index to the strip's first: v * VW, or where
+    // a strip of B packed once spans slabs (512 bits over slabs of 16), into the next slab.
+    std::int64_t bvec_offset(int v) const {
+        const std::int64_t at = v * vw_;
+        return bpk_ && nr_ > bslab_ ? at / bslab_ * bslab_elems_ + at % bslab_ : at;
+    }
 
     // The register tile of `rows` rows starting at block row `ir`, over the packed strip:
     // the depth block's products added to zero (first depth block) or to the partial sums;
