@@ -1,14 +1,17 @@
 // The blocked channel layout (src/passes/nchwc.h, ops.def's conv2d_nchwc): the op on the
 // interpreter against the double-precision reference, the pass keeping every output of
 // random conv chains, converting only at a chain's edges and leaving a graph of one conv
-// alone, and malformed conv2d_nchwc nodes rejected with the operand and the rule named.
+// alone, malformed conv2d_nchwc nodes rejected with the operand and the rule named, and a
+// conv's outer indices sharing an image evenly between two threads.
 // Every tier against the interpreter on the blocked graphs: tests/test_differential.cpp.
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "lowered.h"
 #include "random_graphs.h"
 #include "reference.h"
 #include "src/ir/ir.h"
+#include "src/kir/kir.h"
 #include "src/passes/nchwc.h"
 
 #include <memory>
@@ -191,6 +194,43 @@ TEST_CASE("nchwc: KILN_NCHWC=auto blocks depthwise-separable chains only") {
     CHECK(blocked_groups(f0) == 0);
     o0.nchwc = "yes";
     CHECK_THROWS_AS(o0.validate(), Error);
+}
+
+TEST_CASE("nchwc: a conv's outer indices split an image into equal shares for two threads") {
+    // mobilenet_v2's 14 x 14 layers (4 and 24 blocks of 16 channels) and 7 x 7 ones (10 and
+    // 20 blocks), batch 1: channel blocks in units of one block, pixels in units of one pixel
+    // (in units of the kernels' tiles: 6 + 4 and 6 + 6 + 6 + 2 blocks, 112 + 84 pixels).
+    auto chain = [](std::int64_t c, std::int64_t mid, std::int64_t side) {
+        const Tensor w1 = Tensor::rand({mid, c, 1, 1}, 1, DType::f32, -0.5, 0.5), w2 = Tensor::rand({c, mid, 1, 1}, 2, DType::f32, -0.5, 0.5);
+        return blocked(trace("chain", {arg("x", DType::f32, {1, c, side, side})}, [&](const std::vector<Var>& in) {
+            return std::vector<Var>{conv2d(conv2d(in[0], w1), w2)};
+        }));
+    };
+    struct Want {
+        std::int64_t c, mid, side;
+        std::int64_t blocks, block_rows, col_block;  // of the conv with `blocks` output blocks
+    };
+    for (const Want& want : {Want{64, 384, 14, 4, 8, 98}, Want{64, 384, 14, 24, 6, 196}, Want{160, 320, 7, 10, 5, 49},
+                             Want{160, 320, 7, 20, 5, 49}}) {
+        const Graph g = chain(want.c, want.mid, want.side);
+        const auto plan = jit::lower_function(g.impl());
+        int seen = 0;
+        for (const auto& group : plan->groups) {
+            if (!group->kernel || !group->kernel->nchwc) continue;
+            const kir::NchwcConv& h = *group->kernel->nchwc;
+            auto bound = [](const kir::ExprRef& e) {
+                REQUIRE(e->kind == kir::ExprKind::Const);  // (static shapes)
+                return e->i;
+            };
+            const std::int64_t blocks = bound(h.blocks), npix = bound(h.npix);
+            if (blocks != want.blocks) continue;
+            INFO(want.c << " -> " << want.mid << " at " << want.side << " x " << want.side << ": " << blocks << " blocks, " << npix << " pixels");
+            CHECK(h.block_rows == want.block_rows);
+            CHECK(std::min(h.col_block, npix) == want.col_block);
+            ++seen;
+        }
+        CHECK(seen == 1);
+    }
 }
 
 TEST_CASE("nchwc: a graph with fewer than two convs is left as it is") {
