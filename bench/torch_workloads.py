@@ -13,7 +13,8 @@ Same method as Kiln's side (bench/bench_util.h): a few warm-up calls, then repet
 `iters` calls each (batched so that a repetition lasts >= 2 ms), as many as fit in the
 workload's budget within [min_reps, max_reps]; the median and the 10th/90th percentiles of
 the time per call. torch.inference_mode(), torch.set_num_threads(N) (N from --threads, else
-KILN_NUM_THREADS, else every core). Prints `RESULT name=... impl=torch ms=...` lines; the
+KILN_NUM_THREADS, else every core), and OMP/OPENBLAS/MKL_NUM_THREADS set to N before torch
+loads unless already set. Prints `RESULT name=... impl=torch ms=...` lines; the
 math is the same as Kiln's graphs (GELU tanh form in the chain, erf form in the block).
 Weights come from torch's generator, so values differ from Kiln's; shapes and ops do not.
 """
@@ -22,6 +23,27 @@ import math
 import os
 import sys
 import time
+
+
+def _thread_count_from_argv():
+    """--threads N (or --threads=N), else KILN_NUM_THREADS, else 0 (every core)."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return os.environ.get("KILN_NUM_THREADS", "0") or "0"
+
+
+# OpenBLAS (and OpenMP, MKL) size their own thread pools when they load, from these variables,
+# not from torch.set_num_threads: set them before torch loads, so that --threads 1 is one
+# thread for the BLAS too (scripts/bench.sh exports them; a direct run did not: the MLP at
+# batch 256 then ran on both cores of a 2-core host, 5.5 ms instead of 10.7).
+_n = _thread_count_from_argv()
+if _n.isdigit() and int(_n) > 0:
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, _n)
 
 try:
     import torch
