@@ -25,25 +25,27 @@ import sys
 import time
 
 
-def _thread_count_from_argv():
-    """--threads N (or --threads=N), else KILN_NUM_THREADS, else 0 (every core)."""
-    argv = sys.argv[1:]
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return os.environ.get("KILN_NUM_THREADS", "0") or "0"
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    if args.threads is None:
+        args.threads = int(os.environ.get("KILN_NUM_THREADS", "0") or 0)
+    if args.threads <= 0:
+        args.threads = os.cpu_count() or 1
+    return args
 
 
-# OpenBLAS (and OpenMP, MKL) size their own thread pools when they load, from these variables,
-# not from torch.set_num_threads: set them before torch loads, so that --threads 1 is one
+# Parsed before torch loads: OpenBLAS (and OpenMP, MKL) size their own thread pools when they
+# load, from these variables, not from torch.set_num_threads, so that --threads 1 is one
 # thread for the BLAS too (scripts/bench.sh exports them; a direct run did not: the MLP at
 # batch 256 then ran on both cores of a 2-core host, 5.5 ms instead of 10.7).
-_n = _thread_count_from_argv()
-if _n.isdigit() and int(_n) > 0:
+ARGS = parse_args() if __name__ == "__main__" else None
+if ARGS is not None:
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, _n)
+        os.environ.setdefault(_var, str(ARGS.threads))
 
 try:
     import torch
@@ -132,16 +134,8 @@ class Bench:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="")
-    args = ap.parse_args()
+    args = ARGS
     threads = args.threads
-    if threads is None:
-        threads = int(os.environ.get("KILN_NUM_THREADS", "0") or 0)
-    if threads <= 0:
-        threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     b = Bench(args, threads)
