@@ -42,8 +42,8 @@ void lower_conv_nchwc(Lowering& L, const ir::Node& cn) {
     const ExprRef npix = imul(OH, OW), KHW = imul(KH, KW), K = dw ? KHW : imul(CG, KHW);
     std::int64_t b_c = 0;
     if (!const_value(B, &b_c) || b_c < 1) throw Unsupported{"conv2d_nchwc block"};
-    // Outer indices of at most conv_row_block channels (an even count of blocks: the AVX-512
-    // kernel's tiles are two blocks wide), and of pixels as lower_conv.cpp cuts them: an image
+    // Outer indices of at most conv_row_block channels (rounded down to whole pairs of blocks,
+    // the AVX-512 kernel's tiles), and of pixels as lower_conv.cpp cuts them: an image
     // of one block of channels and one of pixels is two outer indices, so that a second
     // thread can share it (mobilenet_v2's 14 x 14 and 28 x 28 layers at batch 1). Both in
     // units of one (a block of channels, a pixel), not of the kernels' tiles, so that two

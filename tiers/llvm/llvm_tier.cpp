@@ -116,14 +116,16 @@ struct Jit {
 //   mobilenet_v2, efficientnet_b0, the MLP and a stack of 768 x 768 linears ran at the same
 //   speed within noise at 256 and 512 bits.
 void set_codegen_options() {
+    struct Setting {
+        const char *name, *value;
+    };
     auto& opts = llvm::cl::getRegisteredOptions();
-    for (const char* name : {"disable-lsr", "enable-misched", "post-RA-scheduler"}) {
-        auto it = opts.find(name);
+    for (const Setting& s : {Setting{"disable-lsr", "true"}, Setting{"enable-misched", "false"}, Setting{"post-RA-scheduler", "false"}}) {
+        auto it = opts.find(s.name);
         if (it == opts.end() || it->second->getNumOccurrences() > 0) continue;
-        const bool on = std::string_view(name) == "disable-lsr";
         // Position 1, as if from a command line: the post-RA scheduler reads a position of 0
         // as "not given" and asks the subtarget.
-        (void)it->second->addOccurrence(1, name, on ? "true" : "false");
+        (void)it->second->addOccurrence(1, s.name, s.value);
     }
 }
 
