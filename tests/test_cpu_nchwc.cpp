@@ -101,6 +101,9 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
             b.resize(static_cast<std::size_t>(ob * L));
             for (float& v : b) v = u(rng);
         }
+        // The real channel count inside the last block (conv_nchwc.h, cout): the channels
+        // past it 0 before the epilogue, whatever their weights and bias.
+        if (!g.depthwise && it % 4 == 3) g.cout = (ob - 1) * L + pick({1, 5, 8, 9, 15});
         // A sub-range of blocks and pixels, into a tile with a guard band after each block.
         const I64 ob0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(ob)), ob1 = ob0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(ob - ob0));
         const I64 p0 = static_cast<I64>(rng() % static_cast<std::uint64_t>(npix)), p1 = p0 + 1 + static_cast<I64>(rng() % static_cast<std::uint64_t>(npix - p0));
@@ -113,6 +116,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
         }
         const std::string what = "case " + std::to_string(it) + (g.depthwise ? " depthwise" : g.blocked_input ? " blocked" : " nchw") +
                                  (g.silu ? " silu" : "") + (g.residual ? " residual" : "") + (tail ? " zero tail" : "") +
+                                 (g.cout < ob * L ? " cout " + std::to_string(g.cout) : "") +
                                  " cin " + std::to_string(g.cin) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + " k " +
                                  std::to_string(g.kh) + "x" + std::to_string(g.kw) + " s " + std::to_string(g.sh) + "x" +
                                  std::to_string(g.sw) + " p " + std::to_string(g.ph) + "x" + std::to_string(g.pw) + " d " +
@@ -125,7 +129,7 @@ TEST_CASE("cpu nchwc: the blocked-layout convolution matches its formula on ever
             for (I64 o = ob0; o < ob1; ++o) {
                 for (I64 p = p0; p < p1; ++p)
                     for (I64 l = 0; l < L; ++l) {
-                        double want = reference(g, x, w, b, o, p, l);
+                        double want = o * L + l < g.cout ? reference(g, x, w, b, o, p, l) : 0.0;
                         if (g.residual) want += double(res[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)]);
                         if (g.silu) want = want / (1.0 + std::exp(-want));
                         const double got = out[static_cast<std::size_t>((o - ob0) * ldb + (p - p0) * L + l)];
@@ -171,6 +175,37 @@ TEST_CASE("cpu nchwc: zero weights times an infinite input give NaN on every ins
                 if (p == 5) CHECK_MESSAGE((l < L / 2 ? std::isinf(v) : std::isnan(v)), name << " lane " << l << ": " << v);
                 else CHECK_MESSAGE(v == (l < L / 2 ? 0.375f : 0.0f), name << " pixel " << p << " lane " << l << ": " << v);
             }
+    }
+}
+
+// With the real channel count given (cout), the channels past it are 0 before the epilogue:
+// an infinite input leaves them 0 (no 0 * inf), on every instruction set; those below it see
+// it as before. Fails where a kernel computes the padding lanes (NaN) or skips real ones.
+TEST_CASE("cpu nchwc: channels past the real count are 0 whatever the inputs on every instruction set") {
+    const std::vector<CpuIsa> isas = host_isas("real channel count is");
+    for (I64 cout : {I64{5}, I64{8}, I64{12}, I64{24}}) {
+        NchwcGeometry g;
+        g.cin = 3;
+        g.blocked_input = false;
+        g.h = g.w = g.oh = g.ow = 4;
+        g.cout = cout;
+        const I64 npix = g.oh * g.ow, ob = (cout + L - 1) / L;
+        std::vector<float> x(static_cast<std::size_t>(g.cin * npix), 0.5f), w(static_cast<std::size_t>(ob * g.cin * L), 0.25f);
+        std::vector<float> b(static_cast<std::size_t>(ob * L), 1.0f);  // (padding bias not 0: still 0 out)
+        x[static_cast<std::size_t>(1 * npix + 5)] = std::numeric_limits<float>::infinity();  // channel 1, pixel 5
+        for (CpuIsa isa : isas) {
+            std::vector<float> out(static_cast<std::size_t>(ob * npix * L), -7.0f);
+            kiln::cpu::conv_nchwc_f32(isa, g, x.data(), w.data(), b.data(), out.data(), npix * L, 0, ob, 0, npix);
+            const std::string name(kiln::cpu::cpu_isa_name(isa));
+            for (I64 o = 0; o < ob; ++o)
+                for (I64 p = 0; p < npix; ++p)
+                    for (I64 l = 0; l < L; ++l) {
+                        const float v = out[static_cast<std::size_t>((o * npix + p) * L + l)];
+                        if (o * L + l >= cout) CHECK_MESSAGE(v == 0.0f, name << " cout " << cout << " channel " << o * L + l << " pixel " << p << ": " << v);
+                        else if (p == 5) CHECK_MESSAGE(std::isinf(v), name << " cout " << cout << " channel " << o * L + l << ": " << v);
+                        else CHECK_MESSAGE(v == 1.375f, name << " cout " << cout << " channel " << o * L + l << " pixel " << p << ": " << v);
+                    }
+        }
     }
 }
 

@@ -15,8 +15,9 @@ void portable(const NchwcGeometry& g, const float* x, const float* w, const floa
         for (std::int64_t p = p0; p < p1; ++p) {
             const std::int64_t y = p / g.ow, xo = p % g.ow;
             for (std::int64_t l = 0; l < L; ++l) {
-                float s = bias ? bias[ob * L + l] : 0.0f;
-                for (std::int64_t c = 0; c < (g.depthwise ? 1 : g.cin); ++c)
+                const bool past = !g.depthwise && ob * L + l >= g.cout;  // (0 before the epilogue)
+                float s = bias && !past ? bias[ob * L + l] : 0.0f;
+                for (std::int64_t c = 0; c < (past ? 0 : g.depthwise ? 1 : g.cin); ++c)
                     for (std::int64_t i = 0; i < g.kh; ++i)
                         for (std::int64_t j = 0; j < g.kw; ++j) {
                             const std::int64_t iy = y * g.sh - g.ph + i * g.dh, ix = xo * g.sw - g.pw + j * g.dw;

@@ -34,6 +34,10 @@ struct NchwcGeometry {
     std::int64_t cin = 1;  // input channels read (depthwise: 1)
     std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
     bool blocked_input = true, depthwise = false;
+    // Dense: the output channels computed; those at or past it (the padding of a last block,
+    // whose weights the layout pass made 0) are 0 before the epilogue, whatever the inputs, and
+    // the vectors of them cost no FMAs (24 channels at 256 bits: 3 vectors of the 2 blocks' 4).
+    std::int64_t cout = std::numeric_limits<std::int64_t>::max();
     // The epilogue the kernel applies as it stores, in this order: a residual (null: none)
     // added to each result, laid out as the output (block ob's pixel p at
     // residual + (ob - ob0) * ldb + (p - p0) * 16); the clamp; SiLU.

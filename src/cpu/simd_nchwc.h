@@ -51,6 +51,19 @@ inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)
     }
 }
 
+// The accumulators of blocks [ob, ob + Q / VPB) with the channels at or past g->cout (the
+// last block's padding) set to 0, before the epilogue (conv_nchwc.h).
+template <class S, int N, int Q>
+inline void nchwc_past_cout(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)[N][Q]) {
+    constexpr int VPB = NchwcShape<S>::VPB;
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) {
+        const std::int64_t n = std::clamp<std::int64_t>(a.g->cout - (ob + q / VPB) * kNchwcLanes - (q % VPB) * S::W, 0, S::W);
+#pragma GCC unroll 16
+        for (int r = 0; r < N; ++r) acc[r][q] = S::head(acc[r][q], n);
+    }
+}
+
 template <class S, int N, int Q>
 inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typename S::V (&acc)[N][Q]) {
     constexpr int VPB = NchwcShape<S>::VPB;
@@ -92,25 +105,28 @@ enum NchwcMode : int { kGeneric, kUnitStride, kPointwise };
 
 // Dense: N output pixels from (y, x0) on (consecutive x), output pixel p onwards, blocks
 // [ob, ob + NB), every tap column inside the image (the filter rows outside it skipped).
-template <class S, int N, int NB, bool BLK, int MODE>
+// TAIL (0: none): the blocks hold g->cout, their first TAIL vectors its channels below it;
+// only those take FMAs, and the channels past it are 0 before the epilogue.
+template <class S, int N, int NB, bool BLK, int MODE, int TAIL>
 void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
     const NchwcGeometry& g = *a.g;
     constexpr std::int64_t E = BLK ? kNchwcLanes : 1;  // elements per input pixel of a channel's block
     const std::int64_t plane = g.h * g.w, ps = MODE == kGeneric ? g.sw * E : E, wstride = a.k * kNchwcLanes;
+    constexpr int QA = TAIL > 0 ? TAIL : Q;  // the vectors that take FMAs
     V acc[N][Q];
     nchwc_init<S>(a, ob, acc);
     const float* wk = a.w + ob * wstride;  // walks the taps in order: (c, i, j)
     auto tap = [&](const float* xp) {
-        V wv[Q];
+        V wv[QA];
 #pragma GCC unroll 4
-        for (int q = 0; q < Q; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
+        for (int q = 0; q < QA; ++q) wv[q] = S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W);
 #pragma GCC unroll 16
         for (int r = 0; r < N; ++r) {
             const V xv = S::bcast(xp + r * ps);
 #pragma GCC unroll 4
-            for (int q = 0; q < Q; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
+            for (int q = 0; q < QA; ++q) acc[r][q] = S::fma(xv, wv[q], acc[r][q]);
         }
         wk += kNchwcLanes;
     };
@@ -136,6 +152,7 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
             }
         }
     }
+    if constexpr (TAIL > 0) nchwc_past_cout<S>(a, ob, acc);
     nchwc_store<S>(a, ob, p, acc);
 }
 
@@ -153,8 +170,9 @@ inline void nchwc_inside_taps(const NchwcGeometry& g, std::int64_t y, std::int64
     }
 }
 
-// Dense, one output pixel (y, x) = p, each tap checked against the image.
-template <class S, int NB, bool BLK>
+// Dense, one output pixel (y, x) = p, each tap checked against the image (TAIL: as for
+// nchwc_dense_run).
+template <class S, int NB, bool BLK, int TAIL>
 void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, Q = NB * VPB;
@@ -169,9 +187,11 @@ void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std:
             const float* wk = wb + ((c * g.kh + i) * g.kw + j) * kNchwcLanes;
             const V xv = S::bcast(xp);
 #pragma GCC unroll 4
-            for (int q = 0; q < Q; ++q) acc[0][q] = S::fma(xv, S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W), acc[0][q]);
+            for (int q = 0; q < (TAIL > 0 ? TAIL : Q); ++q)
+                acc[0][q] = S::fma(xv, S::load(wk + (q / VPB) * wstride + (q % VPB) * S::W), acc[0][q]);
         }
     });
+    if constexpr (TAIL > 0) nchwc_past_cout<S>(a, ob, acc);
     nchwc_store<S>(a, ob, p, acc);
 }
 
@@ -271,9 +291,9 @@ void nchwc_dw_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::in
 using NchwcRunFn = void (*)(const NchwcArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 
 // Runs of 1 .. R pixels: table[n] for n in [1, R].
-template <class S, int NB, bool BLK, int MODE, std::size_t... I>
+template <class S, int NB, bool BLK, int MODE, int TAIL, std::size_t... I>
 constexpr auto nchwc_dense_runs(std::index_sequence<I...>) {
-    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE>...};
+    return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE, TAIL>...};
 }
 template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
@@ -371,19 +391,62 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         return;
     }
     const bool linear = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    // The blocks that hold g.cout, if any (it is in the last one): TAIL runs for them.
+    const std::int64_t tail_ob = g.cout < ob1 * kNchwcLanes ? g.cout / kNchwcLanes : ob1;
     auto blocks = [&](auto blk, auto mode) {
         constexpr bool B = decltype(blk)::value;
         constexpr int M = decltype(mode)::value;
+        constexpr int NB = Shape::NB, VPB = Shape::VPB;
         using Seq = std::make_index_sequence<Shape::R>;
-        static constexpr auto wide = nchwc_dense_runs<S, Shape::NB, B, M>(Seq{});
-        static constexpr auto one = nchwc_dense_runs<S, 1, B, M>(Seq{});
+        static constexpr auto wide = nchwc_dense_runs<S, NB, B, M, 0>(Seq{});
+        static constexpr auto one = nchwc_dense_runs<S, 1, B, M, 0>(Seq{});
+        // [tail vectors - 1]: the TAIL runs of NB blocks, then of one.
+        static constexpr std::array<std::array<NchwcRunFn, Shape::R + 1>, NB * VPB> wide_tail = [] {
+            std::array<std::array<NchwcRunFn, Shape::R + 1>, NB * VPB> t{};
+            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = nchwc_dense_runs<S, NB, B, M, int(Q) + 1>(Seq{})), ...); }(
+                std::make_index_sequence<NB * VPB>{});
+            return t;
+        }();
+        static constexpr std::array<std::array<NchwcRunFn, Shape::R + 1>, VPB> one_tail = [] {
+            std::array<std::array<NchwcRunFn, Shape::R + 1>, VPB> t{};
+            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = nchwc_dense_runs<S, 1, B, M, int(Q) + 1>(Seq{})), ...); }(
+                std::make_index_sequence<VPB>{});
+            return t;
+        }();
+        static constexpr std::array<NchwcRunFn, NB * VPB> wide_tail_pixel = [] {
+            std::array<NchwcRunFn, NB * VPB> t{};
+            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = &nchwc_dense_pixel<S, NB, B, int(Q) + 1>), ...); }(
+                std::make_index_sequence<NB * VPB>{});
+            return t;
+        }();
+        static constexpr std::array<NchwcRunFn, VPB> one_tail_pixel = [] {
+            std::array<NchwcRunFn, VPB> t{};
+            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = &nchwc_dense_pixel<S, 1, B, int(Q) + 1>), ...); }(
+                std::make_index_sequence<VPB>{});
+            return t;
+        }();
+        // Which TAIL table for blocks from ob on: the number of their vectors that hold channels
+        // below g.cout, less 1 (at least one vector: a block wholly past g.cout comes out 0).
+        auto tail_index = [&](std::int64_t ob, std::int64_t vectors) {
+            return std::clamp<std::int64_t>((g.cout - ob * kNchwcLanes + S::W - 1) / S::W, 1, vectors) - 1;
+        };
         std::int64_t ob = ob0;
-        for (; ob + Shape::NB <= ob1; ob += Shape::NB) {
-            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, Shape::NB, B>, linear);
-            nchwc_silu<S>(a, ob, Shape::NB, p1 - p0);
+        for (; ob + NB <= ob1; ob += NB) {
+            if (ob + NB > tail_ob) {
+                const std::int64_t q = tail_index(ob, NB * VPB);
+                nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide_tail[q].data(), nullptr, wide_tail_pixel[q], linear);
+            } else {
+                nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, wide.data(), nullptr, &nchwc_dense_pixel<S, NB, B, 0>, linear);
+            }
+            nchwc_silu<S>(a, ob, NB, p1 - p0);
         }
         for (; ob < ob1; ++ob) {
-            nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B>, linear);
+            if (ob >= tail_ob) {
+                const std::int64_t q = tail_index(ob, VPB);
+                nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one_tail[q].data(), nullptr, one_tail_pixel[q], linear);
+            } else {
+                nchwc_pixels<Shape::R, S::W == 8>(a, ob, p0, p1, one.data(), nullptr, &nchwc_dense_pixel<S, 1, B, 0>, linear);
+            }
             nchwc_silu<S>(a, ob, 1, p1 - p0);
         }
     };
