@@ -14,6 +14,8 @@
 #include "src/kir/kir.h"
 #include "src/passes/nchwc.h"
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -233,6 +235,67 @@ TEST_CASE("nchwc: a conv's outer indices split an image into equal shares for tw
     }
 }
 
+// conv2d_nchwc's `channels` (ops.def): the output channels past a dense conv's real count
+// are 0 before its epilogue whatever their weights, bias and inputs. Here every weight and
+// bias is non-zero and one input is infinite: the interpreter (f32: the blocked kernel; f64:
+// the op's definition) and tier 2 (f32: the runtime kernel; f64: the loop nest) give exactly 0
+// there, and agree on the real channels. Fails where a path computes the padding (1.x or NaN).
+TEST_CASE("nchwc: a dense conv's channels past its real count are 0, on the interpreter and tier 2") {
+    int checked = 0;
+    for (DType dt : {DType::f32, DType::f64})
+        for (std::int64_t ch : {5, 8, 12, 24}) {
+            // The pass's graph of a conv 3 -> ch, a clamp and a second conv; then every weight and
+            // bias of the first conv made non-zero, its clamped blocked output the graph's output.
+            const Tensor w1 = Tensor::rand({ch, 3, 3, 3}, 1, dt, 0.25, 1.0), b1 = Tensor::rand({ch}, 2, dt, 0.5, 1.0);
+            const Tensor w2 = Tensor::rand({4, ch, 1, 1}, 3, dt, -0.5, 0.5);
+            const Graph traced = trace("cut", {arg("x", dt, {1, 3, 5, 6})}, [&](const std::vector<Var>& in) {
+                return std::vector<Var>{conv2d(clamp(conv2d(in[0], w1, Var(b1), {1, 1}, {1, 1}), -50.0, 50.0), w2)};
+            });
+            ir::Graph bg = passes::to_nchwc(*traced.impl());
+            ir::ValueId conv = -1, out = -1;
+            for (std::size_t i = 0; i < bg.nodes.size(); ++i) {
+                ir::Node& n = bg.nodes[i];
+                if (n.op == ir::Op::conv2d_nchwc && conv < 0) {
+                    conv = static_cast<ir::ValueId>(i);
+                    CHECK(n.attrs.has("channels") == (ch % 16 != 0));
+                    for (std::size_t k = 1; k < n.inputs.size(); ++k) {
+                        ir::Node& c = bg.nodes[static_cast<std::size_t>(n.inputs[k])];
+                        c.value = Tensor::rand(c.value.shape(), 10 + k, dt, 0.25, 1.0);
+                    }
+                } else if (n.op == ir::Op::clamp && conv >= 0 && out < 0 && n.inputs[0] == conv) {
+                    out = static_cast<ir::ValueId>(i);
+                }
+            }
+            REQUIRE(out >= 0);
+            bg.outputs = {out};
+            const Graph g(std::make_shared<const ir::Graph>(std::move(bg)));
+            Tensor xin = Tensor::rand({1, 3, 5, 6}, 5, DType::f64, -1.0, 1.0);
+            std::vector<double> xv = xin.to_doubles();
+            xv[37] = std::numeric_limits<double>::infinity();  // channel 1, pixel (1, 1)
+            xin = Tensor::from_vector(xv, {1, 3, 5, 6}).astype(dt);
+            const Tensor want = ref::interp_engine().load(g)({xin}).at(0);
+            Function f2 = Engine(ref::tier2_options()).load(g);
+            Tensor got;
+            for (int i = 0; i < 3; ++i) got = f2({xin}).at(0);
+            REQUIRE(f2.stats().calls_by_tier[2] >= 1);  // (the last call ran tier-2 code)
+            INFO(dtype_name(dt) << " channels " << ch);
+            const std::vector<double> wv = want.to_doubles(), gv = got.to_doubles();
+            REQUIRE(wv.size() == static_cast<std::size_t>((ch + 15) / 16 * 30 * 16));
+            int bad = 0;
+            for (std::size_t i = 0; i < wv.size(); ++i) {
+                const std::int64_t channel = static_cast<std::int64_t>(i / (30 * 16)) * 16 + static_cast<std::int64_t>(i % 16);
+                if (channel >= ch) {
+                    if ((wv[i] != 0.0 || gv[i] != 0.0) && bad++ < 4) FAIL_CHECK("channel " << channel << ": interpreter " << wv[i] << ", tier 2 " << gv[i]);
+                } else if (std::fabs(wv[i] - gv[i]) > 1e-5 * (1.0 + std::fabs(wv[i])) && bad++ < 4) {
+                    FAIL_CHECK("channel " << channel << " at " << i / 16 << ": interpreter " << wv[i] << ", tier 2 " << gv[i]);
+                }
+            }
+            CHECK(wv[16 * 7] == 50.0);  // the infinite input reaches the real channels (clamped): (1, 1)
+            ++checked;
+        }
+    CHECK(checked == 8);
+}
+
 TEST_CASE("nchwc: a graph with fewer than two convs is left as it is") {
     const Tensor w = Tensor::rand({8, 3, 3, 3}, 1, DType::f32, -0.5, 0.5);
     const Graph g = trace("one", {arg("x", DType::f32, {1, 3, 8, 8})}, [&](const std::vector<Var>& in) {
@@ -270,4 +333,9 @@ TEST_CASE("nchwc: a malformed conv2d_nchwc is rejected naming the operand and th
     rejects("blocked_input=1", "blocked_input=0", "input must be NCHW (rank 4)");
     rejects("blocked_input=0", "blocked_input=1", "input must be [N, Cb, H, W, B] (rank 5)");
     rejects("depthwise=0", "depthwise=2", "blocked_input and depthwise must be 0 or 1");
+    // The 24-channel conv carries its real channel count; it must lie in its last block, on a
+    // dense conv.
+    rejects("channels=24", "channels=16", "channels must lie in the last block: (16, 32], got 16");
+    rejects("channels=24", "channels=33", "channels must lie in the last block: (16, 32], got 33");
+    rejects("channels=24, depthwise=0", "channels=24, depthwise=1", "channels is for dense convs only");
 }

@@ -249,6 +249,12 @@ TensorType infer_conv_nchwc(const Ctx& c) {
     for (const Dim& d : w.dims) c.require(d.is_static(), "weight dims must be static");
     const std::int64_t ob = w.dims[0].value(), cg = w.dims[1].value(), blk = w.dims[4].value();
     c.require(ob >= 1 && cg >= 1 && blk >= 1, "weight dims must be >= 1");
+    if (c.attrs.has("channels")) {
+        const std::int64_t ch = c.attrs.i("channels");
+        c.require(!dw, "channels is for dense convs only (a depthwise conv2d_nchwc has it)");
+        c.require(ch > (ob - 1) * blk && ch <= ob * blk, "channels must lie in the last block: (" + std::to_string((ob - 1) * blk) +
+                                                            ", " + std::to_string(ob * blk) + "], got " + std::to_string(ch));
+    }
     require_window(c, w.dims[2].value(), w.dims[3].value());
     c.require(x.rank() == (blocked ? 5 : 4), blocked ? "input must be [N, Cb, H, W, B] (rank 5)" : "input must be NCHW (rank 4)");
     if (blocked) {

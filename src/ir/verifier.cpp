@@ -22,6 +22,7 @@ struct AttrSpec {
     std::string_view name;
     std::size_t kind;
     int list_len = -1;  // for kInts and kDims: the exact length, or -1 for any
+    bool optional = false;
 };
 
 // The attributes of each op, as ops.def documents them (sorted by name).
@@ -35,8 +36,8 @@ std::span<const AttrSpec> attr_specs(Op op) {
     static constexpr AttrSpec kEps[] = {{"eps", kFloat}};
     static constexpr AttrSpec kConv[] = {
         {"dilation", kInts, 2}, {"groups", kInt}, {"padding", kInts, 2}, {"stride", kInts, 2}};
-    static constexpr AttrSpec kConvNchwc[] = {{"blocked_input", kInt}, {"depthwise", kInt}, {"dilation", kInts, 2},
-                                              {"padding", kInts, 2}, {"stride", kInts, 2}};
+    static constexpr AttrSpec kConvNchwc[] = {{"blocked_input", kInt}, {"channels", kInt, -1, true}, {"depthwise", kInt},
+                                              {"dilation", kInts, 2}, {"padding", kInts, 2}, {"stride", kInts, 2}};
     static constexpr AttrSpec kPool[] = {{"kernel", kInts, 2}, {"padding", kInts, 2}, {"stride", kInts, 2}};
     static constexpr AttrSpec kShape[] = {{"shape", kDims}};
     static constexpr AttrSpec kPerm[] = {{"perm", kInts}};
@@ -146,6 +147,7 @@ private:
         std::span<const AttrSpec> specs = attr_specs(n.op);
         for (const AttrSpec& s : specs) {
             const AttrValue* v = n.attrs.find(s.name);
+            if (v == nullptr && s.optional) continue;
             if (v == nullptr) fail(id, "missing attribute '" + std::string(s.name) + "' (" + kKindNames[s.kind] + ")");
             if (v->index() != s.kind)
                 fail(id, "attribute '" + std::string(s.name) + "' must be " + kKindNames[s.kind] + ", got " +

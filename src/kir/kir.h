@@ -19,6 +19,7 @@
 #include <kiln/dtype.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -238,6 +239,9 @@ struct NchwcConv {
     ExprRef h, w_in, oh, ow;
     std::int64_t cin = 1, kh = 1, kw = 1, stride[2] = {1, 1}, pad[2] = {0, 0}, dilation[2] = {1, 1};
     bool blocked_input = true, depthwise = false;
+    // Dense: the real output channels (ops.def, conv2d_nchwc's `channels`); those at or past
+    // it are 0 before the epilogue. Unset: every channel of the blocks.
+    std::int64_t cout = std::numeric_limits<std::int64_t>::max();
     std::int64_t block_rows = 1, col_block = 1;
     int batch_var = -1, block_var = -1, col_var = -1, lane_var = -1, acc_temp = -1;
     std::vector<StmtRef> epilogue;

@@ -87,12 +87,13 @@ void lower_conv_nchwc(Lowering& L, const ir::Node& cn) {
     Space sp = L.make_space(out, {0, 1, 2, 4}, {nv, obv, pv, lv});
     std::vector<StmtRef> epi;
     Phase ph{&sp, &epi, {}};
-    if (cn.inputs.size() == 3) {
-        const int bbuf = L.input_buffer(cn.inputs[2], "a conv operand");
-        L.special[cv] = [at, bbuf, t, ov](Phase&) { return binary(BinaryOp::add, at, load(bbuf, t, ov)); };
-    } else {
-        L.special[cv] = [at](Phase&) { return at; };
-    }
+    // The conv's value: acc plus the bias; with `channels`, 0 for the channels past it.
+    const std::int64_t channels = cn.attrs.has("channels") ? cn.attrs.i("channels") : -1;
+    const int bbuf = cn.inputs.size() == 3 ? L.input_buffer(cn.inputs[2], "a conv operand") : -1;
+    L.special[cv] = [at, bbuf, t, ov, channels](Phase&) {
+        ExprRef v = bbuf >= 0 ? binary(BinaryOp::add, at, load(bbuf, t, ov)) : at;
+        return channels >= 0 ? select(binary(BinaryOp::lt, ov, index_const(channels)), v, constant(t, 0.0)) : v;
+    };
     L.store_outputs({out}, ph);
     for (const StmtRef& s : epi) lbody.push_back(s);  // (shared with the hint's epilogue)
 
@@ -135,6 +136,7 @@ void lower_conv_nchwc(Lowering& L, const ir::Node& cn) {
     }
     h.blocked_input = blocked;
     h.depthwise = dw;
+    if (channels >= 0) h.cout = channels;
     h.block_rows = row_block;
     h.col_block = col_block;
     h.batch_var = vb;

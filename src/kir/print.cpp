@@ -14,6 +14,7 @@
 #include "src/kir/kir.h"
 
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 namespace kiln::kir {
@@ -217,7 +218,9 @@ std::string print(const Kernel& k) {
            << ", stride " << h.stride[0] << "x" << h.stride[1] << ", pad " << h.pad[0] << "x" << h.pad[1] << ", dilation "
            << h.dilation[0] << "x" << h.dilation[1] << ", blocks ";
         e(h.blocks);
-        os << " (" << h.block_rows << " per outer), pixels ";
+        os << " (" << h.block_rows << " per outer)";
+        if (h.cout != std::numeric_limits<std::int64_t>::max()) os << ", channels " << h.cout;
+        os << ", pixels ";
         e(h.npix);
         os << " (" << h.col_block << " per outer)\n    batch v" << h.batch_var << ", block v" << h.block_var << ", col v"
            << h.col_var << ", lane v" << h.lane_var << ", acc t" << h.acc_temp << "\n    epilogue:\n";

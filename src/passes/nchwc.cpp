@@ -161,6 +161,9 @@ private:
         ir::Attrs a;
         a.set("blocked_input", std::int64_t{in_blocked}).set("depthwise", std::int64_t{dw});
         for (const char* k : {"dilation", "padding", "stride"}) a.set(k, n.attrs.ints(k));
+        // A dense conv's real channel count where the last block is padded (ops.def).
+        const std::int64_t o = old(n.inputs[1]).value.dim(0);
+        if (!dw && o % B_ != 0) a.set("channels", o);
         std::vector<ValueId> in{in_blocked ? blocked(x) : nchw(x), blocked_weight(old(n.inputs[1]).value)};
         if (n.inputs.size() == 3) {  // the bias [O] as [Ob, B]
             const Tensor& b = old(n.inputs[2]).value;

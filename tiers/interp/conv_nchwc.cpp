@@ -3,7 +3,8 @@
 // pixels). Other dtypes and blocks: as the op's definition reads: the operands unblocked
 // into NCHW / OIHW (in the compute dtype), conv2d (conv_pool.cpp) on them, and its result
 // blocked again; a dense conv reads the input's first CG channels, a depthwise one is
-// conv2d with one group per channel of the padded channel count.
+// conv2d with one group per channel of the padded channel count; channels past `channels`
+// are 0.
 #include "src/core/strided.h"
 #include "src/cpu/conv_nchwc.h"
 #include "src/support/check.h"
@@ -28,6 +29,7 @@ Tensor blocked_f32(const ir::Node& node, const std::vector<Tensor>& in, const Sh
     g.cin = w.dim(1), g.kh = w.dim(2), g.kw = w.dim(3);
     g.h = x.dim(2), g.w = x.dim(3), g.oh = out_shape[2], g.ow = out_shape[3];
     g.sh = stride[0], g.sw = stride[1], g.ph = padding[0], g.pw = padding[1], g.dh = dilation[0], g.dw = dilation[1];
+    if (node.attrs.has("channels")) g.cout = node.attrs.i("channels");
     const I64 n = x.dim(0), ob = out_shape[1], npix = g.oh * g.ow;
     const I64 x_sample = x.numel() / std::max<I64>(n, 1), o_sample = ob * npix * cpu::kNchwcLanes;
     Tensor out = Tensor::empty(out_shape, DType::f32);
@@ -72,6 +74,8 @@ Tensor conv2d_nchwc(const ir::Node& node, const std::vector<Tensor>& in, const S
     conv.attrs.set("groups", depthwise ? O : I64{1});
     const I64 oh = out_shape[2], ow = out_shape[3];
     const Tensor yn = conv2d(conv, {xn, wn, bn}, {n, O, oh, ow});
+    if (node.attrs.has("channels") && node.attrs.i("channels") < O)  // the channels past it: 0
+        yn.slice(1, node.attrs.i("channels"), O).copy_from(Tensor::zeros({n, O - node.attrs.i("channels"), oh, ow}, ct));
     const Tensor out = yn.reshape({n, ob, B, oh, ow}).permute({0, 1, 3, 4, 2}).contiguous();
     return ct == x.dtype() ? out : out.astype(x.dtype());
 }

@@ -95,7 +95,7 @@ std::string gemm_settings();
 // The version of the calls below, which compiled code makes by symbol: part of the tier's
 // fingerprint, so that code persisted by a build whose calls differed (KILN_CACHE_DIR) is
 // compiled anew rather than loaded. Bump it with any change to their parameters or meaning.
-inline constexpr int kRuntimeCallsVersion = 2;  // 2: conv_nchwc_f32's residual
+inline constexpr int kRuntimeCallsVersion = 3;  // 2: conv_nchwc_f32's residual; 3: its geometry's cout
 
 // The ahead-of-time kernel that GEMM code calls for blocks of fewer rows than a register
 // tile (bound in every kernel's JITDylib): c[r * ldc + x] += sum_k a[r * lda + k] *
@@ -142,9 +142,9 @@ float* winograd_f32(const std::int64_t* geo, std::int64_t cin, std::int64_t oh, 
 // [ob0, ob1) and pixels [p0, p1) of the sample at x into out (block ob's pixel p at
 // out + (ob - ob0) * ldb + (p - p0) * 16), from the bias (null: 0), plus the residual laid
 // out as out (null: none), clamped to [lo, hi] (-inf, inf: not at all), with the kernels'
-// instruction set. `geo` holds 14 int64: cin, h,
-// w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, and flags (1: blocked input, 2: depthwise,
-// 4: SiLU of the clamped results).
+// instruction set. `geo` holds 15 int64: cin, h,
+// w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, flags (1: blocked input, 2: depthwise,
+// 4: SiLU of the clamped results), and the real output channels (cpu::NchwcGeometry::cout).
 inline constexpr const char* kConvNchwcF32Symbol = "kiln_rt_conv_nchwc_f32";
 void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, const float* bias, const float* residual,
                     float* out, std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,

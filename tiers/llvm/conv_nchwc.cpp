@@ -24,7 +24,7 @@ namespace {
 // 16 lanes stays in L1 for the epilogue.
 constexpr std::int64_t kChunkPixels = 32;
 constexpr std::int64_t kLanes = cpu::kNchwcLanes;
-constexpr int kGeoFields = 14;
+constexpr int kGeoFields = 15;
 
 class NchwcGen : IrLoops {
 public:
@@ -76,8 +76,18 @@ public:
         // The terms of the sum: acc once, the bias and a residual at most once each.
         int accs = 0;
         bool ok = true;
+        // The conv's value with the real channel count, select(block * 16 + lane < cout, v, 0):
+        // v (the kernel zeroes those channels itself, NchwcGeometry::cout).
+        auto is_cout_select = [&](const kir::Expr& e) {
+            const kir::Expr* c = e.kind == kir::ExprKind::Select ? e.args[0].get() : nullptr;
+            return c && c->kind == kir::ExprKind::Binary && c->bop == kir::BinaryOp::lt && is_lanes(*c->args[0]) &&
+                   c->args[1]->kind == kir::ExprKind::Const && c->args[1]->i == h_.cout && e.args[2]->kind == kir::ExprKind::Const &&
+                   e.args[2]->f == 0.0;
+        };
         auto terms = [&](auto&& self, const kir::Expr& e) -> void {
-            if (e.kind == kir::ExprKind::Binary && e.bop == kir::BinaryOp::add) {
+            if (is_cout_select(e)) {
+                self(self, *e.args[1]);
+            } else if (e.kind == kir::ExprKind::Binary && e.bop == kir::BinaryOp::add) {
                 self(self, *e.args[0]);
                 self(self, *e.args[1]);
             } else if (is_acc(e)) {
@@ -105,7 +115,7 @@ public:
         const std::int64_t flags = (h_.blocked_input ? 1 : 0) | (h_.depthwise ? 2 : 0) | (d && d->silu ? 4 : 0);
         Value* fields[kGeoFields] = {i64(h_.cin), em_.index(h_.h), em_.index(h_.w_in), em_.index(h_.oh), em_.index(h_.ow),
                                      i64(h_.kh), i64(h_.kw), i64(h_.stride[0]), i64(h_.stride[1]), i64(h_.pad[0]),
-                                     i64(h_.pad[1]), i64(h_.dilation[0]), i64(h_.dilation[1]), i64(flags)};
+                                     i64(h_.pad[1]), i64(h_.dilation[0]), i64(h_.dilation[1]), i64(flags), i64(h_.cout)};
         for (int f = 0; f < kGeoFields; ++f)
             b_.CreateStore(fields[f], b_.CreateConstInBoundsGEP2_64(geo_t, geo, 0, static_cast<std::uint64_t>(f)));
 
@@ -205,6 +215,7 @@ void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, con
     g.blocked_input = (geo[13] & 1) != 0;
     g.depthwise = (geo[13] & 2) != 0;
     g.silu = (geo[13] & 4) != 0;
+    g.cout = geo[14];
     g.residual = residual;
     g.lo = lo;
     g.hi = hi;
