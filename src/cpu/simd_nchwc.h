@@ -6,7 +6,8 @@
 // A block of 16 channels is VPB = 16 / W vectors. Dense convs keep R x NB x VPB accumulators
 // (R pixels, NB blocks): 12 x 2 x 1 zmm on AVX-512, 6 x 1 x 2 ymm on AVX2, so that each
 // broadcast input value feeds two vectors of weights. Depthwise ones keep R x VPB (8 x 1,
-// 4 x 2) and load one input vector per pixel and tap.
+// 4 x 2) and load one input vector per pixel and tap. A dense conv's last block, where
+// channels lie past g.cout, runs TAIL variants: FMAs only for the vectors below it.
 #include "src/cpu/conv_nchwc.h"
 
 #include <algorithm>
@@ -297,6 +298,17 @@ template <class S, int NB, bool BLK, int MODE, int TAIL, std::size_t... I>
 constexpr auto nchwc_dense_runs(std::index_sequence<I...>) {
     return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dense_run<S, int(I) + 1, NB, BLK, MODE, TAIL>...};
 }
+// The runs and the pixel kernels of NB blocks for TAIL = 1, 2, ...: table[TAIL - 1].
+template <class S, int NB, bool BLK, int MODE, std::size_t... T>
+constexpr auto nchwc_dense_tail_runs(std::index_sequence<T...>) {
+    using Seq = std::make_index_sequence<NchwcShape<S>::R>;
+    // (the type spelled out: from one element, std::array{...} would copy that inner array)
+    return std::array<std::array<NchwcRunFn, NchwcShape<S>::R + 1>, sizeof...(T)>{nchwc_dense_runs<S, NB, BLK, MODE, int(T) + 1>(Seq{})...};
+}
+template <class S, int NB, bool BLK, std::size_t... T>
+constexpr auto nchwc_dense_tail_pixels(std::index_sequence<T...>) {
+    return std::array<NchwcRunFn, sizeof...(T)>{&nchwc_dense_pixel<S, NB, BLK, int(T) + 1>...};
+}
 template <class S, std::size_t... I>
 constexpr auto nchwc_dw_runs(std::index_sequence<I...>) {
     return std::array<NchwcRunFn, sizeof...(I) + 1>{nullptr, &nchwc_dw_run<S, int(I) + 1>...};
@@ -402,31 +414,11 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         using Seq = std::make_index_sequence<Shape::R>;
         static constexpr auto wide = nchwc_dense_runs<S, NB, B, M, 0>(Seq{});
         static constexpr auto one = nchwc_dense_runs<S, 1, B, M, 0>(Seq{});
-        // [tail vectors - 1]: the TAIL runs of NB blocks, then of one.
-        static constexpr std::array<std::array<NchwcRunFn, Shape::R + 1>, NB * VPB> wide_tail = [] {
-            std::array<std::array<NchwcRunFn, Shape::R + 1>, NB * VPB> t{};
-            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = nchwc_dense_runs<S, NB, B, M, int(Q) + 1>(Seq{})), ...); }(
-                std::make_index_sequence<NB * VPB>{});
-            return t;
-        }();
-        static constexpr std::array<std::array<NchwcRunFn, Shape::R + 1>, VPB> one_tail = [] {
-            std::array<std::array<NchwcRunFn, Shape::R + 1>, VPB> t{};
-            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = nchwc_dense_runs<S, 1, B, M, int(Q) + 1>(Seq{})), ...); }(
-                std::make_index_sequence<VPB>{});
-            return t;
-        }();
-        static constexpr std::array<NchwcRunFn, NB * VPB> wide_tail_pixel = [] {
-            std::array<NchwcRunFn, NB * VPB> t{};
-            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = &nchwc_dense_pixel<S, NB, B, int(Q) + 1>), ...); }(
-                std::make_index_sequence<NB * VPB>{});
-            return t;
-        }();
-        static constexpr std::array<NchwcRunFn, VPB> one_tail_pixel = [] {
-            std::array<NchwcRunFn, VPB> t{};
-            [&]<std::size_t... Q>(std::index_sequence<Q...>) { ((t[Q] = &nchwc_dense_pixel<S, 1, B, int(Q) + 1>), ...); }(
-                std::make_index_sequence<VPB>{});
-            return t;
-        }();
+        // [TAIL - 1]: the TAIL runs (and pixels) of NB blocks, and of one.
+        static constexpr auto wide_tail = nchwc_dense_tail_runs<S, NB, B, M>(std::make_index_sequence<NB * VPB>{});
+        static constexpr auto one_tail = nchwc_dense_tail_runs<S, 1, B, M>(std::make_index_sequence<VPB>{});
+        static constexpr auto wide_tail_pixel = nchwc_dense_tail_pixels<S, NB, B>(std::make_index_sequence<NB * VPB>{});
+        static constexpr auto one_tail_pixel = nchwc_dense_tail_pixels<S, 1, B>(std::make_index_sequence<VPB>{});
         // Which TAIL table for blocks from ob on: the number of their vectors that hold channels
         // below g.cout, less 1 (at least one vector: a block wholly past g.cout comes out 0).
         auto tail_index = [&](std::int64_t ob, std::int64_t vectors) {
