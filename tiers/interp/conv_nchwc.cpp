@@ -74,8 +74,8 @@ Tensor conv2d_nchwc(const ir::Node& node, const std::vector<Tensor>& in, const S
     conv.attrs.set("groups", depthwise ? O : I64{1});
     const I64 oh = out_shape[2], ow = out_shape[3];
     const Tensor yn = conv2d(conv, {xn, wn, bn}, {n, O, oh, ow});
-    if (node.attrs.has("channels") && node.attrs.i("channels") < O)  // the channels past it: 0
-        yn.slice(1, node.attrs.i("channels"), O).copy_from(Tensor::zeros({n, O - node.attrs.i("channels"), oh, ow}, ct));
+    const I64 real = node.attrs.has("channels") ? node.attrs.i("channels") : O;
+    if (real < O) yn.slice(1, real, O).copy_from(Tensor::zeros({n, O - real, oh, ow}, ct));  // the channels past it: 0
     const Tensor out = yn.reshape({n, ob, B, oh, ow}).permute({0, 1, 3, 4, 2}).contiguous();
     return ct == x.dtype() ? out : out.astype(x.dtype());
 }
