@@ -323,8 +323,9 @@ constexpr auto nchwc_dw_row_runs(std::index_sequence<I...>) {
 // Output pixels [p0, p1) of blocks [ob, ob + nb) with the runs in `runs` (runs[n]: n pixels,
 // n <= R; in the rows at the top and bottom borders they skip the filter rows outside the
 // image), and where tap columns leave the image at the left and right borders, the runs in
-// `edges` (the same, skipping those columns too: any run that reaches a border) or, without
-// them, `pixel` one at a time at the border.
+// `edges` (the same, skipping those columns too) or, without them, `pixel` one at a time.
+// With `merge`, a run of `edges` is any run of the row that reaches a border, else the
+// border pixels take runs of their own.
 // Runs of at most R covering [x0, x1), f(x, n): greedy (R, R, ..., the rest), or with EVEN
 // as even as they come: 49 pixels at R = 6 as 5, 5, 5, 5, 5, 6, 6, 6, 6 rather than eight 6s
 // and a 1. At 256 bits a short run keeps too few accumulators to hide the FMAs' latency and
@@ -347,7 +348,7 @@ inline void nchwc_runs(std::int64_t x0, std::int64_t x1, F f) {
 
 template <int R, bool EVEN>
 void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int64_t p1, const NchwcRunFn* runs,
-                  const NchwcRunFn* edges, NchwcRunFn pixel, bool linear) {
+                  const NchwcRunFn* edges, NchwcRunFn pixel, bool linear, bool merge = false) {
     const NchwcGeometry& g = *a.g;
     if (linear) {  // a 1x1 conv of stride 1 without padding: the image as one row
         nchwc_runs<R, EVEN>(p0, p1, [&](std::int64_t p, std::int64_t n) { runs[n](a, ob, 0, p, p); });
@@ -358,11 +359,15 @@ void nchwc_pixels(const NchwcArgs& a, std::int64_t ob, std::int64_t p0, std::int
     const std::int64_t xlo = (g.pw + g.sw - 1) / g.sw;
     const std::int64_t xhi = g.w - 1 + g.pw - span_w < 0 ? 0 : (g.w - 1 + g.pw - span_w) / g.sw + 1;
     auto border = [&](std::int64_t y, std::int64_t x0, std::int64_t x1) {
-        for (std::int64_t x = x0; x < x1; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        if (edges != nullptr) {
+            for (std::int64_t x = x0; x < x1; x += R) edges[std::min<std::int64_t>(R, x1 - x)](a, ob, y, x, y * g.ow + x);
+        } else {
+            for (std::int64_t x = x0; x < x1; ++x) pixel(a, ob, y, x, y * g.ow + x);
+        }
     };
     for (std::int64_t y = p0 / g.ow; y * g.ow < p1; ++y) {
         const std::int64_t xs = std::max<std::int64_t>(0, p0 - y * g.ow), xe = std::min(g.ow, p1 - y * g.ow);
-        if (edges != nullptr) {
+        if (edges != nullptr && merge) {
             // The row as one sequence of runs, those that reach a border clipped: the border
             // pixels ride in a full run rather than in runs of their own (a run of 1 takes
             // nearly the time of a run of R; mobilenet_v2's 7 x 7 rows were 4 runs, now 2).
@@ -406,8 +411,14 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
             const std::size_t k = (g.kw == 5 ? 4 : 0) + (g.sw == 2 ? 2 : 0);
             r = rows[k].data(), edges = rows[k + 1].data();
         }
+        // Border pixels in the full runs where a clipped run of DR pixels keeps its weights
+        // and accumulators in registers, or the rows are short: at 256 bits a 5-tap row's 10
+        // weight vectors and 8 accumulators do not fit, and its clipped runs of 4 spill
+        // (efficientnet_b0's 5 x 5 stride-2 convs, 1 thread, AMD EPYC Zen 4: at 56 x 56 17%
+        // slower than runs of their own for the border pixels, at 14 x 14 10% faster).
+        const bool merge = (g.kw + Shape::DR) * Shape::VPB <= 14 || g.ow <= 2 * Shape::DR;
         for (std::int64_t ob = ob0; ob < ob1; ++ob) {
-            nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false);
+            nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false, merge);
             nchwc_silu<S>(a, ob, 1, p1 - p0);
         }
         return;
