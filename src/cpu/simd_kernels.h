@@ -220,8 +220,8 @@ void max_pool(const PoolGeometry& g, const typename S::T* x, typename S::T* out,
                 // stored once; the last vector ends at column n, over columns already done
                 // (the same values again): no masked loads and stores, which are slow on AMD
                 // cores (vmaskmovps), and no load of a row just stored.
-                // (Windows of 2 and 3 rows, straight-line: the loop over them, two trips of
-                // a chain of maxima, took half the kernel's time.)
+                // (Windows of 2 and 3 rows, straight-line: the loops over them, two trips
+                // each, were the hottest code of the kernel's profile.)
                 const T* x0 = x + ya * g.w;
                 const I64 rows = yb - ya, w = g.w;
                 auto column = [&](I64 i) {
