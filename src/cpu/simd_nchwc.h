@@ -232,9 +232,9 @@ void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int6
 // output pixel whose window covers it ((N - 1) SW + KW loads per row instead of N KW), the
 // row's KW weight vectors held in registers. Filter rows outside the image are skipped; with
 // CLIP (the runs that reach the left or right border) so are the input columns outside it,
-// else every tap column lies inside. (A clipped run costs about what another does: a branch
-// per column, predicted; loading no lanes for the columns outside instead, or copying the
-// columns with zeros first, made them 10-40% slower.)
+// else every tap column lies inside. (A clipped run costs 0.9-1.2 other runs: a branch per
+// column, predicted; loading no lanes for the columns outside instead, or copying the columns
+// with zeros first, made the depthwise kernels up to 20% and 46% slower.)
 template <class S, int N, int KW, int SW, bool CLIP>
 void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
@@ -415,7 +415,7 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
         // and accumulators in registers, or the rows are short: at 256 bits a 5-tap row's 10
         // weight vectors and 8 accumulators do not fit, and its clipped runs of 4 spill
         // (efficientnet_b0's 5 x 5 stride-2 convs, 1 thread, AMD EPYC Zen 4: at 56 x 56 17%
-        // slower than runs of their own for the border pixels, at 14 x 14 10% faster).
+        // slower than runs of their own for the border pixels, at 14 x 14 5-8% faster).
         const bool merge = (g.kw + Shape::DR) * Shape::VPB <= 14 || g.ow <= 2 * Shape::DR;
         for (std::int64_t ob = ob0; ob < ob1; ++ob) {
             nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false, merge);
