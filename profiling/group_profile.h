@@ -9,7 +9,8 @@
 // times over, and `weight` to the timed count, so time / timed is the mean time per call.
 // Per signature, every call below tier 2 is recorded; calls of tier-2 code only when timed
 // (with their weight: an estimate of the calls), so that steady-state calls of tier-2 code
-// take no lock.
+// take no lock. A call timed while a compile ran counts in its signature's record untimed
+// (profiling/compile_activity.h): the group's totals keep its time, the signature's do not.
 #include "src/support/limits.h"
 
 #include <array>

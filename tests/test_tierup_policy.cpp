@@ -10,9 +10,12 @@
 
 #include "have_tier.h"
 #include "jit/exec/pipeline.h"
+#include "jit/exec/run_plan.h"
+#include "jit/exec/shape_plan.h"
 #include "jit/tiering/cost_model.h"
 #include "jit/tiering/tier_manager.h"
 #include "jit/tiering/version_record.h"
+#include "profiling/compile_activity.h"
 #include "tiers/interp/interp_tier.h"
 #include "reference.h"
 
@@ -374,6 +377,88 @@ TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than
     for (int i = 0; i < 2; ++i) rig3.call(1, 64, CodeKind::baseline, 1e6);
     for (int i = 0; i < 4; ++i) rig3.call(1, 64, CodeKind::specialised, 3e6);
     CHECK(rig3.group().code()->tier1_signatures.empty());
+}
+
+TEST_CASE("tierup policy: a pinned signature runs tier 2 again after 256 tier-1 calls, and keeps it where it is no slower now") {
+    Rig rig;
+    rig.call(1, 64, CodeKind::interpreted, 30e6);
+    REQUIRE(rig.versions() == 2);
+    auto pins = [&] { return rig.group().code()->tier1_signatures.size(); };
+    // B=1: tier 2's first two timed calls came at a busy moment (2 ms against tier 1's 1 ms).
+    for (int i = 0; i < 2; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 2; ++i) rig.call(1, 64, CodeKind::specialised, 2e6);
+    REQUIRE(pins() == 1);
+    for (int i = 0; i < 255; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
+    CHECK(pins() == 1);
+    rig.call(1, 64, CodeKind::baseline, 1e6);  // the 256th: tier 2 runs again
+    CHECK(pins() == 0);
+    rig.call(1, 64, CodeKind::specialised, 0.9e6);
+    CHECK(pins() == 0);
+    rig.call(1, 64, CodeKind::specialised, 0.9e6);  // two new timed calls: no slower than tier 1
+    CHECK(pins() == 0);
+    // It stays on tier 2: late tier-1 calls (ones that chose their code before) and more
+    // tier-2 calls change nothing.
+    for (int i = 0; i < 300; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 4; ++i) rig.call(1, 64, CodeKind::specialised, 0.9e6);
+    CHECK(pins() == 0);
+    // B=2: tier 2 clearly slower at every recheck (3 ms against 1 ms): tier 1 again each time,
+    // the rechecks 256, 1024 and 4096 tier-1 calls apart, then for good.
+    for (int i = 0; i < 2; ++i) rig.call(2, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 2; ++i) rig.call(2, 64, CodeKind::specialised, 3e6);
+    REQUIRE(pins() == 1);
+    for (const int gap : {256, 1024, 4096}) {
+        for (int i = 0; i < gap - 1; ++i) rig.call(2, 64, CodeKind::baseline, 1e6);
+        CHECK(pins() == 1);
+        rig.call(2, 64, CodeKind::baseline, 1e6);
+        CHECK(pins() == 0);
+        for (int i = 0; i < 2; ++i) rig.call(2, 64, CodeKind::specialised, 3e6);
+        CHECK(pins() == 1);
+    }
+    for (int i = 0; i < 20000; ++i) rig.call(2, 64, CodeKind::baseline, 1e6);
+    CHECK(pins() == 1);
+    CHECK(rig.group().code()->tier1_signatures[0] == rig.params(2, 64));
+}
+
+TEST_CASE("tierup policy: a call timed while a compile runs counts untimed in its signature's record") {
+    using profiling::CompileActivity;
+    // The activity marks: quiet only where no compile ran at the mark nor began or ended since.
+    const CompileActivity::Mark before = CompileActivity::mark();
+    CHECK(CompileActivity::quiet_since(before));
+    {
+        CompileActivity::Scope compiling;
+        CHECK_FALSE(CompileActivity::quiet_since(before));
+        const CompileActivity::Mark during = CompileActivity::mark();
+        CHECK_FALSE(CompileActivity::quiet_since(during));
+    }
+    CHECK_FALSE(CompileActivity::quiet_since(before));
+    CHECK(CompileActivity::quiet_since(CompileActivity::mark()));
+    // The executor: three interpreted calls of one group, the second beside a compile.
+    Graph g = trace("quiet", {arg("x", DType::f32, {4, 8})},
+                    [](const std::vector<Var>& in) { return std::vector<Var>{relu(in[0] * 2.0 + 1.0)}; });
+    const auto exe = jit::lower_function(g.impl());
+    REQUIRE(exe->groups.size() == 1);
+    const Tensor x = Tensor::randn({4, 8}, 1);
+    const auto shapes = jit::make_shape_plan(*exe, {x.shape()}, "test");
+    profiling::FunctionProfile profile(*exe->graph, exe->groups.size());
+    struct Seen final : jit::CallObserver {
+        bool compiles() const override { return true; }
+        void group_ran(jit::GroupRuntime&, const std::vector<std::int64_t>&, CodeKind,
+                       const profiling::SignatureObservation& sig) override {
+            timed.push_back(sig.time.timed[profiling::index_of(CodeKind::interpreted)]);
+        }
+        std::vector<std::uint64_t> timed;
+    } seen;
+    const jit::CallPlan call{*exe, *shapes, profile, &seen};
+    const std::vector<Tensor> in{x};
+    int top = 0;
+    const Tensor want = jit::run_groups(call, in, &top)[0];
+    {
+        CompileActivity::Scope compiling;
+        CHECK(ref::max_rel_diff(jit::run_groups(call, in, &top)[0], want) == 0.0);
+    }
+    jit::run_groups(call, in, &top);
+    CHECK(seen.timed == std::vector<std::uint64_t>{1, 1, 2});
+    CHECK(profile.group(0).timed_calls(CodeKind::interpreted) == 3);  // the group's totals keep all three
 }
 
 TEST_CASE("tierup policy: what a group measured on two kinds of code teaches the cost model") {

@@ -1,6 +1,7 @@
 #include "jit/exec/run_plan.h"
 
 #include "jit/exec/hazard.h"
+#include "profiling/compile_activity.h"
 
 #include "src/core/storage.h"
 #include "src/core/strided.h"
@@ -329,6 +330,8 @@ int CallRunner::run() {
         profiling::GroupProfile& prof = profile_.group(gr.index);
         const std::uint64_t index = prof.calls.fetch_add(1, std::memory_order_relaxed);
         std::uint64_t weight = tr ? 1 : timing_weight(index);
+        const profiling::CompileActivity::Mark compiles = weight ? profiling::CompileActivity::mark()
+                                                                 : profiling::CompileActivity::Mark{};
         const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
         bool done = false, planned = false;
         int ran = 0;  // the tier the group ran on
@@ -382,10 +385,12 @@ int CallRunner::run() {
             if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
         }
         // The policy hears of every call below tier 2 and of the timed calls of tier-2 code
-        // (so steady-state calls of tier-2 code take no lock).
+        // (so steady-state calls of tier-2 code take no lock). A call timed while a compile
+        // ran beside it counts in its signature's record untimed (profiling/compile_activity.h).
         if (planned && (ran < 2 || weight)) {
             const std::uint64_t calls = ran < 2 ? 1 : weight;
-            observer_->group_ran(gr, s_.params, kind, prof.record_signature(s_.params, kind, ns, weight, calls));
+            const std::uint64_t quiet = weight && profiling::CompileActivity::quiet_since(compiles) ? weight : 0;
+            observer_->group_ran(gr, s_.params, kind, prof.record_signature(s_.params, kind, ns, quiet, calls));
         }
     }
     return top;

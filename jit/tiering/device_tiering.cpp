@@ -1,6 +1,7 @@
 #include "jit/tiering/device_tiering.h"
 
 #include "jit/exec/code_cache.h"
+#include "profiling/compile_activity.h"
 
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_tier.h"
@@ -210,7 +211,10 @@ void DeviceTierManager::compile(std::size_t group, const kir::Specialization& sp
                 else disk_->reject(key, "the GPU tier cannot load it: " + r.detail);
             }
         if (!from_disk) {
-            r = tier_->compile(*gr.kernel, spec);
+            {
+                profiling::CompileActivity::Scope compiling;  // calls timed meanwhile are no measure of their code
+                r = tier_->compile(*gr.kernel, spec);
+            }
             if (r.kernel && disk_ && !r.object.empty()) disk_->store(key, DiskEntry{r.object, r.symbol});
         }
     }

@@ -1,6 +1,7 @@
 #include "jit/tiering/tier_manager.h"
 
 #include "jit/tiering/version_record.h"
+#include "profiling/compile_activity.h"
 
 #include "src/support/check.h"
 #include "src/support/limits.h"
@@ -164,9 +165,17 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     // model ~1.5x slower (AVX2, 1 thread, AMD EPYC Zen 4, the other core compiling).
     constexpr double kTier1Faster = 1.25;
     constexpr std::uint64_t kTimed = 2;
+    // A pin's rechecks (TierUpState::Recheck): tier 2's first timed calls came while the
+    // host was still busy (a compile just ended, another core's thread asleep) in about one
+    // MLP process in ten even with the calls timed beside compiles left out (2 threads,
+    // 0.215 ms a call pinned, 0.145 not; AVX2, AMD EPYC Zen 4).
+    constexpr std::uint64_t kRecheckCalls = 256;
+    constexpr int kRechecks = 3;
     if (!tunables_.by_time || !sig.kept) return false;
-    // Every tier-1 call comes here: only a trial's calls have anything to decide.
-    if (ran == CodeKind::baseline && st.tier1_trials.empty()) return false;
+    const auto recheck = std::find_if(st.rechecks.begin(), st.rechecks.end(),
+                                      [&](const TierUpState::Recheck& r) { return r.params == params; });
+    // Every tier-1 call comes here: only a trial's calls and a pin's have anything to decide.
+    if (ran == CodeKind::baseline && st.tier1_trials.empty() && recheck == st.rechecks.end()) return false;
     auto timed = [&](CodeKind k) { return sig.time.timed[profiling::index_of(k)]; };
     // The tier-2 kind this signature ran: the faster one's time is what tier 1 must beat.
     const CodeKind t2 = timed(CodeKind::specialised) >= kTimed ? CodeKind::specialised : CodeKind::generic;
@@ -190,12 +199,45 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
         st.last = d;
         return true;
     };
+    // The signature runs tier 1 from now on (published already, or `publish` it): its first
+    // recheck is due after kRecheckCalls of its tier-1 calls.
+    auto pin = [&](bool publish_it) {
+        if (publish_it) publish(true);
+        if (recheck == st.rechecks.end()) st.rechecks.push_back({params, kRecheckCalls, 0, 0, false});
+        return decided();
+    };
+    if (recheck != st.rechecks.end()) {
+        if (ran == CodeKind::baseline && !recheck->running) {
+            if (--recheck->calls_left > 0) return false;
+            recheck->running = true;  // tier 2 runs again here
+            recheck->timed_from = timed(t2);
+            ++recheck->done;
+            publish(false);
+            return false;
+        }
+        if (ran != CodeKind::baseline && recheck->running) {
+            if (timed(t2) < recheck->timed_from + kTimed) return false;
+            recheck->running = false;
+            if (tier2_ns > kTier1Faster * tier1_ns) {  // still clearly slower: tier 1 again
+                recheck->calls_left = kRecheckCalls << (2 * recheck->done);
+                if (recheck->done >= kRechecks) st.rechecks.erase(recheck);
+                publish(true);
+                return decided();
+            }
+            st.rechecks.erase(recheck);  // tier 2 is no slower now: it stays
+            return false;
+        }
+    }
     if (ran == CodeKind::baseline) {
         // A trial's calls on tier 1: decide once two of them are timed.
         const auto trial = std::find(st.tier1_trials.begin(), st.tier1_trials.end(), params);
         if (trial == st.tier1_trials.end() || !tier1_timed) return false;
         st.tier1_trials.erase(trial);
-        if (tier2_ns > kTier1Faster * tier1_ns) return decided();
+        if (tier2_ns > kTier1Faster * tier1_ns) {
+            support::log().debug("{}: {} keeps tier 1 at a signature after its trial: {:.1f} us a call against tier 2's {:.1f} us",
+                                 name_, gr.group.name, tier1_ns * 1e-3, tier2_ns * 1e-3);
+            return pin(false);  // (the trial published it)
+        }
         publish(false);  // tier 2 is no slower here: back to it
         return false;
     }
@@ -206,8 +248,9 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
         return false;  // (the last: a call that chose its code before the set changed)
     if (tier1_timed) {
         if (!(tier2_ns > kTier1Faster * tier1_ns)) return false;
-        publish(true);
-        return decided();
+        support::log().debug("{}: {} runs tier 1 at a signature: {:.1f} us a call against tier 2's {:.1f} us",
+                             name_, gr.group.name, tier1_ns * 1e-3, tier2_ns * 1e-3);
+        return pin(true);
     }
     // Tier 1 never timed at this signature: try it (its calls decide, above) when the tier-2
     // code is clearly slower than the interpreter's time here times the ratio the cost model
@@ -516,6 +559,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     tiers::CompileResult r;
     try {
+        profiling::CompileActivity::Scope compiling;  // calls timed meanwhile are no measure of their code
         r = tier.compile_group({*exe_->graph, gr.group, &*gr.kernel}, spec);
     } catch (const std::exception& e) {  // a tier must not throw; if it does, it is a failure like any other
         r = tiers::CompileResult{};

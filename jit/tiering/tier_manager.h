@@ -116,6 +116,17 @@ struct TierUpState {
     std::vector<std::vector<std::int64_t>> tier1_trials;
     std::size_t tier1_trials_started = 0;  // bounded by limits::tier1_signatures_kept
     std::size_t tier1_pins = 0;            // signatures in the group's CodeSet::tier1_signatures
+    // A pinned signature runs tier 2 again after some tier-1 calls, to be timed there afresh
+    // (TierManager::prefer_tier1): a pin made on tier-2 times that a busy moment inflated
+    // does not last.
+    struct Recheck {
+        std::vector<std::int64_t> params;
+        std::uint64_t calls_left = 0;  // tier-1 calls until tier 2 runs again
+        std::uint64_t timed_from = 0;  // while it runs: its tier-2 timed calls when it began
+        int done = 0;                  // rechecks begun
+        bool running = false;
+    };
+    std::vector<Recheck> rechecks;
     TierUpDecision last;
     std::atomic<int> specializations{0};  // fully bound versions of this group (read without the lock by stats)
 };
@@ -193,7 +204,9 @@ private:
     // timed on tier 2 and on the interpreter but never on tier 1, whose tier-2 time is clearly
     // above what the cost model expects of tier 1 there, runs tier 1 on trial until two of its
     // tier-1 calls are timed, then keeps whichever code is faster (at most
-    // tier1_signatures_kept trials per group, so the exploration is bounded).
+    // tier1_signatures_kept trials per group, so the exploration is bounded). A pinned
+    // signature runs tier 2 again after kRecheckCalls tier-1 calls, then 4x and 16x as many:
+    // two new timed tier-2 calls there decide again (tier 2's best time is of all its calls).
     bool prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vector<std::int64_t>& params,
                       profiling::CodeKind ran, const profiling::SignatureObservation& sig);
     // Whether the calls counted reached the threshold, for a compile to code `ratio` times as fast.
