@@ -218,6 +218,8 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
         if (ran != CodeKind::baseline && recheck->running) {
             if (timed(t2) < recheck->timed_from + kTimed) return false;
             recheck->running = false;
+            support::log().debug("{}: {} recheck {} of a signature: tier 2 {:.1f} us a call against tier 1's {:.1f} us", name_,
+                                 gr.group.name, recheck->done, tier2_ns * 1e-3, tier1_ns * 1e-3);
             if (tier2_ns > kTier1Faster * tier1_ns) {  // still clearly slower: tier 1 again
                 recheck->calls_left = kRecheckCalls << (2 * recheck->done);
                 if (recheck->done >= kRechecks) st.rechecks.erase(recheck);
