@@ -379,7 +379,7 @@ TEST_CASE("tierup policy: a signature whose tier-2 code runs clearly slower than
     CHECK(rig3.group().code()->tier1_signatures.empty());
 }
 
-TEST_CASE("tierup policy: a pinned signature runs tier 2 again after 256 tier-1 calls, and keeps it where it is no slower now") {
+TEST_CASE("tierup policy: a pinned signature runs tier 2 again after 64 tier-1 calls, and keeps it where it is no slower now") {
     Rig rig;
     rig.call(1, 64, CodeKind::interpreted, 30e6);
     REQUIRE(rig.versions() == 2);
@@ -388,9 +388,9 @@ TEST_CASE("tierup policy: a pinned signature runs tier 2 again after 256 tier-1 
     for (int i = 0; i < 2; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
     for (int i = 0; i < 2; ++i) rig.call(1, 64, CodeKind::specialised, 2e6);
     REQUIRE(pins() == 1);
-    for (int i = 0; i < 255; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
+    for (int i = 0; i < 63; ++i) rig.call(1, 64, CodeKind::baseline, 1e6);
     CHECK(pins() == 1);
-    rig.call(1, 64, CodeKind::baseline, 1e6);  // the 256th: tier 2 runs again
+    rig.call(1, 64, CodeKind::baseline, 1e6);  // the 64th: tier 2 runs again
     CHECK(pins() == 0);
     rig.call(1, 64, CodeKind::specialised, 0.9e6);
     CHECK(pins() == 0);
@@ -402,11 +402,11 @@ TEST_CASE("tierup policy: a pinned signature runs tier 2 again after 256 tier-1 
     for (int i = 0; i < 4; ++i) rig.call(1, 64, CodeKind::specialised, 0.9e6);
     CHECK(pins() == 0);
     // B=2: tier 2 clearly slower at every recheck (3 ms against 1 ms): tier 1 again each time,
-    // the rechecks 256, 1024 and 4096 tier-1 calls apart, then for good.
+    // the rechecks 64, 256 and 1024 tier-1 calls apart, then for good.
     for (int i = 0; i < 2; ++i) rig.call(2, 64, CodeKind::baseline, 1e6);
     for (int i = 0; i < 2; ++i) rig.call(2, 64, CodeKind::specialised, 3e6);
     REQUIRE(pins() == 1);
-    for (const int gap : {256, 1024, 4096}) {
+    for (const int gap : {64, 256, 1024}) {
         for (int i = 0; i < gap - 1; ++i) rig.call(2, 64, CodeKind::baseline, 1e6);
         CHECK(pins() == 1);
         rig.call(2, 64, CodeKind::baseline, 1e6);

@@ -169,7 +169,7 @@ bool TierManager::prefer_tier1(GroupRuntime& gr, TierUpState& st, const std::vec
     // host was still busy (a compile just ended, another core's thread asleep) in about one
     // MLP process in ten even with the calls timed beside compiles left out (2 threads,
     // 0.215 ms a call pinned, 0.145 not; AVX2, AMD EPYC Zen 4).
-    constexpr std::uint64_t kRecheckCalls = 256;
+    constexpr std::uint64_t kRecheckCalls = 64;
     constexpr int kRechecks = 3;
     if (!tunables_.by_time || !sig.kept) return false;
     const auto recheck = std::find_if(st.rechecks.begin(), st.rechecks.end(),
