@@ -373,10 +373,20 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
     if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
         whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
+    // With B packed once and a block of few rows (a dense layer at a small batch), B is read
+    // once or twice per call, from L2 or L3, and has no reuse to block its depth for: the whole
+    // depth is one block, so that each strip of B streams from end to end (the slabs lie strip
+    // after strip) and the prefetches run on into the next strip instead of restarting every
+    // kc steps. An MLP's 784 -> 1024 -> 1024 -> 10, 1 thread, AMD EPYC Zen 4: batch 1
+    // 0.100 -> 0.091 ms (256-bit), 0.089 -> 0.082 (512-bit); batch 8 0.284 -> 0.274 and
+    // 0.267 -> 0.262; mobilenet_v2's 1280 -> 1000 classifier at batch 1 (256-bit) 0.29-0.35
+    // -> 0.20-0.25 ms.
+    Value* kstep = i64(kc_);
+    if (bpk_) kstep = b_.CreateSelect(b_.CreateICmpSLE(rows, i64(kStreamRows)), kmax, kstep);
     loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
         Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
-        loop(i64(0), kmax, i64(kc_), "gemm.pc", [&](Value* pc) {
-            Value* kc = smin(i64(kc_), b_.CreateSub(k_dim_, pc));
+        loop(i64(0), kmax, kstep, "gemm.pc", [&](Value* pc) {
+            Value* kc = smin(kstep, b_.CreateSub(k_dim_, pc));
             kc = smax(kc, i64(0));
             Value* first = b_.CreateICmpEQ(pc, i64(0));
             Value* last = b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k_dim_);
