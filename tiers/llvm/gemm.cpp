@@ -373,16 +373,18 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
     if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
         whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
-    // With B packed once and a block of few rows (a dense layer at a small batch), B is read
-    // once or twice per call, from L2 or L3, and has no reuse to block its depth for: the whole
-    // depth is one block, so that each strip of B streams from end to end (the slabs lie strip
-    // after strip) and the prefetches run on into the next strip instead of restarting every
-    // kc steps. An MLP's 784 -> 1024 -> 1024 -> 10, 1 thread, AMD EPYC Zen 4: batch 1
-    // 0.100 -> 0.091 ms (256-bit), 0.089 -> 0.082 (512-bit); batch 8 0.284 -> 0.274 and
-    // 0.267 -> 0.262; mobilenet_v2's 1280 -> 1000 classifier at batch 1 (256-bit) 0.29-0.35
-    // -> 0.20-0.25 ms.
-    Value* kstep = i64(kc_);
-    if (bpk_) kstep = b_.CreateSelect(b_.CreateICmpSLE(rows, i64(kStreamRows)), kmax, kstep);
+    // With B packed once and at most 16 rows in all (a dense layer at a small batch, M bound by
+    // the specialisation), B is read once or twice per call, from L2 or L3, and has no reuse to
+    // block its depth for: the whole depth is one block, so that each strip of B streams from
+    // end to end (the slabs lie strip after strip) into the next, and the hardware prefetchers
+    // follow it without the 256-bit tiles' software prefetches (micro()). An MLP's 784 -> 1024
+    // -> 1024 -> 10, AMD EPYC Zen 4, interleaved processes: batch 1, 1 thread 0.100 -> 0.091 ms
+    // (256-bit), 0.089 -> 0.082 (512-bit); 2 threads 0.054 -> 0.051 (with the prefetches kept:
+    // 0.062) and 0.049 -> 0.045; batch 8 0.279 -> 0.272 and 0.267 -> 0.262, 2 threads 0.145 ->
+    // 0.142. A deeper block of 384 or 512 was slower than both (batch 1, 256-bit: 0.104-0.110).
+    auto* m_bound = llvm::dyn_cast<llvm::ConstantInt>(m_);
+    whole_depth_ = bpk_ && m_bound && m_bound->getSExtValue() <= kStreamRows;
+    Value* kstep = whole_depth_ ? kmax : i64(kc_);
     loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
         Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));
         loop(i64(0), kmax, kstep, "gemm.pc", [&](Value* pc) {
@@ -530,7 +532,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:
         // 0.337 -> 0.286 ms; 4 steps ahead 0.305; the tiles of fewer rows too: batch 1, 2
         // threads, p50 of seven runs 0.075 -> 0.072 ms). At 512 bits 1-2% slower: not there.
-        if (bpk_ && vw_ * es_ == 32) {
+        if (bpk_ && vw_ * es_ == 32 && !whole_depth_) {
             // (not inbounds: may pass the panel's end)
             Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK)), i64(t.bstride)));
             b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
