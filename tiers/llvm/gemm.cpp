@@ -169,14 +169,28 @@ void GemmGen::run(Value* begin, Value* end) {
         const bool fits = bslab_ % nr_ == 0 || (nr_ % bslab_ == 0 && bslab_ % vw_ == 0);
         if (bpanel_ % nr_ == 0 && fits) bpk_ = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.b_packed);
     }
+    // With B packed once and at most 16 rows in all (a dense layer at a small batch, M bound by
+    // the specialisation), B is read once or twice per call, from L2 or L3, and has no reuse to
+    // block its depth for: blocked() runs the whole depth as one block (no partial sums), so
+    // that each strip of B streams from end to end (the slabs lie strip after strip) into the
+    // next, and the hardware prefetchers follow it without the 256-bit tiles' software
+    // prefetches (micro()). An MLP's 784 -> 1024 -> 1024 -> 10, AMD EPYC Zen 4, interleaved
+    // processes: batch 1, 1 thread 0.100 -> 0.091 ms (256-bit), 0.089 -> 0.082 (512-bit); 2
+    // threads 0.054 -> 0.051 (with the prefetches kept: 0.062) and 0.049 -> 0.045; batch 8
+    // 0.279 -> 0.272 and 0.267 -> 0.262, 2 threads 0.145 -> 0.142. A deeper block of 384 or
+    // 512 was slower than both (batch 1, 256-bit: 0.104-0.110).
+    auto* m_bound = llvm::dyn_cast<llvm::ConstantInt>(m_);
+    whole_depth_ = bpk_ && m_bound && m_bound->getSExtValue() <= kStreamRows;
 
-    // Scratch: packed B (kcE x ncE) then partial sums (row_block x ncE, only if k > KC).
+    // Scratch: packed B (kcE x ncE) then partial sums (row_block x ncE, only if k > KC and the
+    // depth is blocked).
     Value* n_round = b_.CreateMul(b_.CreateSDiv(b_.CreateAdd(n_, i64(nr_ - 1)), i64(nr_)), i64(nr_));
     nce_ = smin(i64(nc_), n_round);
     Value* kce = smin(i64(kc_), smax(k_dim_, i64(1)));
     Value* bp_elems = bpk_ ? i64(0) : b_.CreateMul(kce, nce_);  // (B packed once: none)
     bp_elems = b_.CreateMul(b_.CreateSDiv(b_.CreateAdd(bp_elems, i64(15)), i64(16)), i64(16));  // 64-byte multiple
-    Value* c_elems = b_.CreateSelect(b_.CreateICmpSGT(k_dim_, i64(kc_)), b_.CreateMul(i64(h_.row_block), nce_), i64(0));
+    Value* c_elems = whole_depth_ ? i64(0)
+                                  : b_.CreateSelect(b_.CreateICmpSGT(k_dim_, i64(kc_)), b_.CreateMul(i64(h_.row_block), nce_), i64(0));
     Value* bytes = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(bp_elems, c_elems), i64(es_)), i64(64));
     Value* small = b_.CreateICmpSLE(bytes, i64(kStackBytes));
 
@@ -373,17 +387,7 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
     if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
         whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
-    // With B packed once and at most 16 rows in all (a dense layer at a small batch, M bound by
-    // the specialisation), B is read once or twice per call, from L2 or L3, and has no reuse to
-    // block its depth for: the whole depth is one block, so that each strip of B streams from
-    // end to end (the slabs lie strip after strip) into the next, and the hardware prefetchers
-    // follow it without the 256-bit tiles' software prefetches (micro()). An MLP's 784 -> 1024
-    // -> 1024 -> 10, AMD EPYC Zen 4, interleaved processes: batch 1, 1 thread 0.100 -> 0.091 ms
-    // (256-bit), 0.089 -> 0.082 (512-bit); 2 threads 0.054 -> 0.051 (with the prefetches kept:
-    // 0.062) and 0.049 -> 0.045; batch 8 0.279 -> 0.272 and 0.267 -> 0.262, 2 threads 0.145 ->
-    // 0.142. A deeper block of 384 or 512 was slower than both (batch 1, 256-bit: 0.104-0.110).
-    auto* m_bound = llvm::dyn_cast<llvm::ConstantInt>(m_);
-    whole_depth_ = bpk_ && m_bound && m_bound->getSExtValue() <= kStreamRows;
+    // (whole_depth_: see run())
     Value* kstep = whole_depth_ ? kmax : i64(kc_);
     loop(j0, j1, i64(nc_), "gemm.jc", [&](Value* jc) {
         Value* nc = smin(i64(nc_), b_.CreateSub(j1, jc));

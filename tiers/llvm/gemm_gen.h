@@ -77,7 +77,7 @@ private:
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
-    bool whole_depth_ = false;  // blocked(): B packed once and M <= kStreamRows: one depth block, no software prefetch
+    bool whole_depth_ = false;  // B packed once and M bound to <= kStreamRows: one depth block, no software prefetch (run())
     Value* wino_u_ = nullptr;  // A as its Winograd transform (MatmulHint::winograd), when winograd_applies()
     std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
     std::int64_t bslab_ = 0;   // columns per slab of a panel (kir::Derived::sub, or the panel)
