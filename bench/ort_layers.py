@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Per-layer convolution times of Kiln beside ONNX Runtime's node profile, for one CNN.
 
-Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, 1 thread, profiling on) on a model for
+Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, --threads threads (1), profiling on) on a model for
 --calls calls and takes each Conv node's median kernel time (plus that of an activation node
 right after it, such as the QuickGelu node ORT makes of a SiLU); then runs `kiln-run --steady
---groups` --runs times (KILN_NUM_THREADS=1, KILN_CPU_ISA=--isa) and takes each conv group's
+--groups` --runs times (KILN_NUM_THREADS=--threads, KILN_CPU_ISA=--isa) and takes each conv group's
 best time per call over the runs (its mean over the steady calls, sampled every few calls). Both list their convolutions in execution order, one per
 ONNX Conv (ORT fuses Clip/Relu/Add into its Conv nodes, Kiln into its conv groups), so the
 i-th of each are paired (in a model of parallel branches the two orders may differ:
@@ -31,11 +31,11 @@ import tempfile
 ACTIVATIONS = {"QuickGelu", "Sigmoid", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh"}
 
 
-def ort_convs(path, shape, calls):
+def ort_convs(path, shape, calls, threads):
     import numpy as np
     import onnxruntime as ort
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.enable_profiling = True
@@ -65,8 +65,8 @@ def ort_convs(path, shape, calls):
     return [tuple(c) for c in convs]
 
 
-def kiln_convs(kiln_run, path, shape, isa, runs):
-    env = dict(os.environ, KILN_NUM_THREADS="1", KILN_CPU_ISA=isa)
+def kiln_convs(kiln_run, path, shape, isa, runs, threads):
+    env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_CPU_ISA=isa)
     best = {}
     for _ in range(runs):
         out = subprocess.run([kiln_run, path, ",".join(map(str, shape)), "--repeat", "2", "--steady", "160", "--groups"],
@@ -87,11 +87,12 @@ def main():
     p.add_argument("--shape", default="1,3,224,224", help="the image input's shape")
     p.add_argument("--calls", type=int, default=40, help="profiled ONNX Runtime calls")
     p.add_argument("--runs", type=int, default=3, help="kiln-run runs (best time per group)")
+    p.add_argument("--threads", type=int, default=1, help="threads of both (intra-op / KILN_NUM_THREADS)")
     p.add_argument("--kiln-run", default=os.path.join(root, "build", "tools", "kiln-run", "kiln-run"))
     a = p.parse_args()
     shape = [int(s) for s in a.shape.split(",")]
-    o = ort_convs(a.model, shape, a.calls)
-    k = kiln_convs(a.kiln_run, a.model, shape, a.isa, a.runs)
+    o = ort_convs(a.model, shape, a.calls, a.threads)
+    k = kiln_convs(a.kiln_run, a.model, shape, a.isa, a.runs, a.threads)
     if len(o) != len(k):
         print(f"ONNX Runtime ran {len(o)} Conv nodes and Kiln {len(k)} conv groups: the pairs below may not match",
               file=sys.stderr)

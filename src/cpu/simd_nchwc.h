@@ -5,8 +5,9 @@
 //
 // A block of 16 channels is VPB = 16 / W vectors. Dense convs keep R x NB x VPB accumulators
 // (R pixels, NB blocks): 12 x 2 x 1 zmm on AVX-512, 6 x 1 x 2 ymm on AVX2, so that each
-// broadcast input value feeds two vectors of weights. Depthwise ones keep R x VPB (8 x 1,
-// 4 x 2) and load one input vector per pixel and tap. A dense conv's last block, where
+// broadcast input value feeds two vectors of weights. Depthwise ones keep DR = 8 pixels of
+// one vector (a block's VPB vectors one after the other) and load one input vector per
+// pixel and tap. A dense conv's last block, where
 // channels lie past g.cout, runs TAIL variants: FMAs only for the vectors below it.
 #include "src/cpu/conv_nchwc.h"
 
@@ -23,7 +24,7 @@ template <class S> struct NchwcShape {
     static constexpr int VPB = int(kNchwcLanes) / S::W;
     static constexpr int R = S::W == 16 ? 12 : 6;   // pixels of a dense run
     static constexpr int NB = S::W == 16 ? 2 : 1;   // blocks of a dense run
-    static constexpr int DR = S::W == 16 ? 8 : 4;   // pixels of a depthwise run
+    static constexpr int DR = 8;                    // pixels of a depthwise run (of one vector)
 };
 
 // What every run of one call reads: the geometry, the sample's tensors, the depth and strides.
@@ -42,12 +43,14 @@ struct NchwcArgs {
 // The accumulators' starting values: the bias of the blocks, or 0.
 // (The accumulators' helpers are always inlined: out of line, once enough kernels call
 // them, they took the accumulators through memory: depthwise convs 10-17% slower.)
+// v0: the accumulators' first vector within block ob (a depthwise run of one vector of a
+// block: acc[r][0] holds its vector v0).
 template <class S, int N, int Q>
-[[gnu::always_inline]] inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)[N][Q]) {
+[[gnu::always_inline]] inline void nchwc_init(const NchwcArgs& a, std::int64_t ob, typename S::V (&acc)[N][Q], int v0 = 0) {
     constexpr int VPB = NchwcShape<S>::VPB;
 #pragma GCC unroll 16
     for (int q = 0; q < Q; ++q) {
-        const typename S::V b = a.bias ? S::load(a.bias + ob * kNchwcLanes + (q / VPB) * kNchwcLanes + (q % VPB) * S::W)
+        const typename S::V b = a.bias ? S::load(a.bias + ob * kNchwcLanes + ((q + v0) / VPB) * kNchwcLanes + ((q + v0) % VPB) * S::W)
                                        : S::zero();
 #pragma GCC unroll 16
         for (int r = 0; r < N; ++r) acc[r][q] = b;
@@ -67,18 +70,25 @@ template <class S, int N, int Q>
     }
 }
 
+// (Every address from locals: the stores' vector types may alias anything, so a field of `a`
+// read between two stores is read again after each; computed from a's fields per store, the
+// addresses took more instructions than the FMAs of a depthwise run.)
 template <class S, int N, int Q>
-[[gnu::always_inline]] inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typename S::V (&acc)[N][Q]) {
+[[gnu::always_inline]] inline void nchwc_store(const NchwcArgs& a, std::int64_t ob, std::int64_t p, typename S::V (&acc)[N][Q],
+                                             int v0 = 0) {
     constexpr int VPB = NchwcShape<S>::VPB;
-    if (const float* res = a.g->residual) {
+    const std::int64_t ldb = a.ldb, at = (ob - a.ob0) * ldb + (p - a.p0) * kNchwcLanes;
+    auto offset = [&](int r, int q) { return at + ((q + v0) / VPB) * ldb + r * kNchwcLanes + ((q + v0) % VPB) * S::W; };
+    float* const out = a.out;
+    const NchwcGeometry& g = *a.g;
+    if (const float* res = g.residual) {
 #pragma GCC unroll 16
         for (int r = 0; r < N; ++r)
 #pragma GCC unroll 4
-            for (int q = 0; q < Q; ++q)
-                acc[r][q] = S::add(acc[r][q], S::load(res + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W));
+            for (int q = 0; q < Q; ++q) acc[r][q] = S::add(acc[r][q], S::load(res + offset(r, q)));
     }
     if (a.clamp) {
-        const typename S::V lo = S::set1(static_cast<float>(a.g->lo)), hi = S::set1(static_cast<float>(a.g->hi));
+        const typename S::V lo = S::set1(static_cast<float>(g.lo)), hi = S::set1(static_cast<float>(g.hi));
 #pragma GCC unroll 16
         for (int r = 0; r < N; ++r)
 #pragma GCC unroll 4
@@ -87,8 +97,7 @@ template <class S, int N, int Q>
 #pragma GCC unroll 16
     for (int r = 0; r < N; ++r)
 #pragma GCC unroll 4
-        for (int q = 0; q < Q; ++q)
-            S::store(a.out + (ob + q / VPB - a.ob0) * a.ldb + (p + r - a.p0) * kNchwcLanes + (q % VPB) * S::W, acc[r][q]);
+        for (int q = 0; q < Q; ++q) S::store(out + offset(r, q), acc[r][q]);
 }
 
 // The filter rows [i0, i1) of output row y that lie inside the image (all of them but at
@@ -198,50 +207,51 @@ void nchwc_dense_pixel(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std:
     nchwc_store<S>(a, ob, p, acc);
 }
 
-// Depthwise: N output pixels from (y, x0) on, block ob, every tap inside the image.
+// Depthwise: N output pixels from (y, x0) on, block ob, every tap inside the image; one
+// vector of the block after the other (N accumulators at a time, see nchwc_dw_row_run).
 template <class S, int N>
 void nchwc_dw_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB;
     const NchwcGeometry& g = *a.g;
-    V acc[N][VPB];
-    nchwc_init<S>(a, ob, acc);
     const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
     const float* wb = a.w + ob * a.k * kNchwcLanes;
     const std::int64_t ps = g.sw * kNchwcLanes;
     const auto [i0, i1] = nchwc_rows_inside(g, y);
-    for (std::int64_t i = i0; i < i1; ++i) {
-        const float* xr = xb + (y * g.sh - g.ph + i * g.dh) * g.w * kNchwcLanes;
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-            const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * kNchwcLanes;
-            const float* wk = wb + (i * g.kw + j) * kNchwcLanes;
-            V wv[VPB];
-#pragma GCC unroll 4
-            for (int v = 0; v < VPB; ++v) wv[v] = S::load(wk + v * S::W);
+    for (int v = 0; v < VPB; ++v) {
+        V acc[N][1];
+        nchwc_init<S>(a, ob, acc, v);
+        for (std::int64_t i = i0; i < i1; ++i) {
+            const float* xr = xb + (y * g.sh - g.ph + i * g.dh) * g.w * kNchwcLanes + v * S::W;
+            for (std::int64_t j = 0; j < g.kw; ++j) {
+                const float* xp = xr + (x0 * g.sw - g.pw + j * g.dw) * kNchwcLanes;
+                const V wv = S::load(wb + (i * g.kw + j) * kNchwcLanes + v * S::W);
 #pragma GCC unroll 16
-            for (int r = 0; r < N; ++r)
-#pragma GCC unroll 4
-                for (int v = 0; v < VPB; ++v) acc[r][v] = S::fma(S::load(xp + r * ps + v * S::W), wv[v], acc[r][v]);
+                for (int r = 0; r < N; ++r) acc[r][0] = S::fma(S::load(xp + r * ps), wv, acc[r][0]);
+            }
         }
+        nchwc_store<S>(a, ob, p, acc, v);
     }
-    nchwc_store<S>(a, ob, p, acc);
 }
 
 // Depthwise with a filter row of KW taps at column stride SW (dilation 1): N output pixels
-// from (y, x0) on, block ob. Each input vector of a filter row is loaded once and feeds every
-// output pixel whose window covers it ((N - 1) SW + KW loads per row instead of N KW), the
-// row's KW weight vectors held in registers. Filter rows outside the image are skipped; with
-// CLIP (the runs that reach the left or right border) so are the input columns outside it,
-// else every tap column lies inside. (A clipped run costs 0.9-1.2 other runs: a branch per
-// column, predicted; loading no lanes for the columns outside instead, or copying the columns
-// with zeros first, made the depthwise kernels up to 20% and 46% slower.)
+// from (y, x0) on, block ob, one vector of the block after the other. Each input vector of
+// a filter row is loaded once and feeds every output pixel whose window covers it
+// ((N - 1) SW + KW loads per row instead of N KW), the row's KW weight vectors held in
+// registers. Filter rows outside the image are skipped; with CLIP (the runs that reach the
+// left or right border) so are the input columns outside it, else every tap column lies
+// inside. (A clipped run costs 0.9-1.2 other runs: a branch per column, predicted; loading
+// no lanes for the columns outside instead, or copying the columns with zeros first, made
+// the depthwise kernels up to 20% and 46% slower.) One vector at a time rather than the
+// block's VPB together: at 256 bits, runs of 8 pixels of one vector (8 accumulators, each
+// taking its KH KW FMAs in a chain) rather than 4 pixels of both, whose weights and
+// accumulators filled the registers, made mobilenet_v2's 3 x 3 layers' kernel 1.6x faster
+// (144 channels at 56 x 56, AMD EPYC Zen 4).
 template <class S, int N, int KW, int SW, bool CLIP>
 void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::int64_t x0, std::int64_t p) {
     using V = typename S::V;
     constexpr int VPB = NchwcShape<S>::VPB, T = (N - 1) * SW + KW;
     const NchwcGeometry& g = *a.g;
-    V acc[N][VPB];
-    nchwc_init<S>(a, ob, acc);
     const float* xb = a.x + ob * g.h * g.w * kNchwcLanes;
     const float* wb = a.w + ob * a.k * kNchwcLanes;
     const auto [i0, i1] = nchwc_rows_inside(g, y);
@@ -251,28 +261,27 @@ void nchwc_dw_row_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::
     // Input column ix0 + t at xr + (off + t) * 16: inside the image (no CLIP), xr points at
     // column ix0 (constant offsets from one pointer); with CLIP at the row's start.
     const std::int64_t off = CLIP ? ix0 : 0;
-    for (std::int64_t i = i0; i < i1; ++i) {
-        const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + ix0 - off) * kNchwcLanes;
-        const float* wr = wb + i * KW * kNchwcLanes;
-        V wv[KW][VPB];
+    for (int v = 0; v < VPB; ++v) {
+        V acc[N][1];
+        nchwc_init<S>(a, ob, acc, v);
+        for (std::int64_t i = i0; i < i1; ++i) {
+            const float* xr = xb + ((y * g.sh - g.ph + i * g.dh) * g.w + ix0 - off) * kNchwcLanes + v * S::W;
+            const float* wr = wb + i * KW * kNchwcLanes + v * S::W;
+            V wv[KW];
 #pragma GCC unroll 8
-        for (int j = 0; j < KW; ++j)
-#pragma GCC unroll 4
-            for (int v = 0; v < VPB; ++v) wv[j][v] = S::load(wr + j * kNchwcLanes + v * S::W);
+            for (int j = 0; j < KW; ++j) wv[j] = S::load(wr + j * kNchwcLanes);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-            if (CLIP && (t < t0 || t >= t1)) continue;
-#pragma GCC unroll 4
-            for (int v = 0; v < VPB; ++v) {
-                const V xv = S::load(xr + (off + t) * kNchwcLanes + v * S::W);
+            for (int t = 0; t < T; ++t) {
+                if (CLIP && (t < t0 || t >= t1)) continue;
+                const V xv = S::load(xr + (off + t) * kNchwcLanes);
 #pragma GCC unroll 8
                 for (int j = 0; j < KW; ++j)
                     if ((t - j) % SW == 0 && t - j >= 0 && (t - j) / SW < N)
-                        acc[(t - j) / SW][v] = S::fma(xv, wv[j][v], acc[(t - j) / SW][v]);
+                        acc[(t - j) / SW][0] = S::fma(xv, wv[j], acc[(t - j) / SW][0]);
             }
         }
+        nchwc_store<S>(a, ob, p, acc, v);
     }
-    nchwc_store<S>(a, ob, p, acc);
 }
 
 template <class S>
@@ -412,11 +421,12 @@ void nchwc_conv(const NchwcGeometry& g, const float* x, const float* w, const fl
             r = rows[k].data(), edges = rows[k + 1].data();
         }
         // Border pixels in the full runs where a clipped run of DR pixels keeps its weights
-        // and accumulators in registers, or the rows are short: at 256 bits a 5-tap row's 10
-        // weight vectors and 8 accumulators do not fit, and its clipped runs of 4 spill
-        // (efficientnet_b0's 5 x 5 stride-2 convs, 1 thread, AMD EPYC Zen 4: at 56 x 56 17%
-        // slower than runs of their own for the border pixels, at 14 x 14 5-8% faster).
-        const bool merge = (g.kw + Shape::DR) * Shape::VPB <= 14 || g.ow <= 2 * Shape::DR;
+        // and accumulators in registers, or the rows are short (when runs of 4 pixels held
+        // both vectors of a block at 256 bits, a 5-tap row's 10 weight vectors and 8
+        // accumulators did not fit, and its clipped runs spilled: efficientnet_b0's 5 x 5
+        // stride-2 convs, 1 thread, AMD EPYC Zen 4, at 56 x 56 17% slower than runs of their
+        // own for the border pixels, at 14 x 14 5-8% faster).
+        const bool merge = g.kw + Shape::DR <= 14 || g.ow <= 2 * Shape::DR;
         for (std::int64_t ob = ob0; ob < ob1; ++ob) {
             nchwc_pixels<Shape::DR, S::W == 8>(a, ob, p0, p1, r, edges, &nchwc_dw_pixel<S>, false, merge);
             nchwc_silu<S>(a, ob, 1, p1 - p0);
