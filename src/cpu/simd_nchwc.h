@@ -144,9 +144,20 @@ void nchwc_dense_run(const NchwcArgs& a, std::int64_t ob, std::int64_t y, std::i
     };
     if constexpr (MODE == kPointwise) {
         if constexpr (BLK) {
+            // The call's first run of these blocks also fetches the next NB blocks' weights
+            // into L2, a line per block and tap, while its FMAs run: the run after it takes
+            // them from there rather than from L3 or memory. (mobilenet_v2's 1x1 groups at 7 x 7
+            // and 14 x 14, whose weights are 10-77 KB a block and whose 9-33 runs a block
+            // read them from L2 after the first: 1.02-1.21x faster at 256 bits, the model's
+            // batch-1 call 2.7-4% on 1 thread, 1.7% on 2; AMD EPYC Zen 4.)
+            const bool ahead = p == a.p0;
             for (std::int64_t c0 = 0; c0 < g.cin; c0 += kNchwcLanes) {
                 const float* xb = a.x + ((c0 / kNchwcLanes) * plane + x0) * kNchwcLanes;
                 const std::int64_t n = std::min<std::int64_t>(kNchwcLanes, g.cin - c0);
+                if (ahead)
+#pragma GCC unroll 1
+                    for (std::int64_t l = 0; l < n * NB; ++l)
+                        __builtin_prefetch(wk + (NB + l % NB) * wstride + (l / NB) * kNchwcLanes, 0, 2);
                 for (std::int64_t l = 0; l < n; ++l) tap(xb + l);
             }
         } else {
