@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Per-layer convolution times of Kiln beside ONNX Runtime's node profile, for one CNN.
 
-Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, --threads threads (1), profiling on) on a model for
---calls calls and takes each Conv node's median kernel time (plus that of an activation node
+Runs ONNX Runtime (CPU provider, ORT_ENABLE_ALL, --threads intra-op threads, default 1,
+profiling on) on a model for --calls calls and takes each Conv node's median kernel time (plus that of an activation node
 right after it, such as the QuickGelu node ORT makes of a SiLU); then runs `kiln-run --steady
---groups` --runs times (KILN_NUM_THREADS=--threads, KILN_CPU_ISA=--isa) and takes each conv group's
-best time per call over the runs (its mean over the steady calls, sampled every few calls). Both list their convolutions in execution order, one per
+--groups` --runs times (KILN_NUM_THREADS=--threads, KILN_CPU_ISA=--isa) and takes each conv
+group's best time per call over the runs (its mean over the steady calls, sampled every few calls). Both list their convolutions in execution order, one per
 ONNX Conv (ORT fuses Clip/Relu/Add into its Conv nodes, Kiln into its conv groups), so the
 i-th of each are paired (in a model of parallel branches the two orders may differ:
 squeezenet's fire modules run expand3x3 first in ONNX Runtime and expand1x1 first in Kiln,

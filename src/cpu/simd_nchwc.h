@@ -7,8 +7,8 @@
 // (R pixels, NB blocks): 12 x 2 x 1 zmm on AVX-512, 6 x 1 x 2 ymm on AVX2, so that each
 // broadcast input value feeds two vectors of weights. Depthwise ones keep DR = 8 pixels of
 // one vector (a block's VPB vectors one after the other) and load one input vector per
-// pixel and tap. A dense conv's last block, where
-// channels lie past g.cout, runs TAIL variants: FMAs only for the vectors below it.
+// pixel and tap. A dense conv's last block, where channels lie past g.cout, runs TAIL
+// variants: FMAs only for the vectors below it.
 #include "src/cpu/conv_nchwc.h"
 
 #include <algorithm>
