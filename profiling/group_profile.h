@@ -68,6 +68,7 @@ public:
     std::atomic<std::uint64_t> ns{0};              // time on every kind of code (sampled)
     std::atomic<std::uint64_t> guard_failures{0};  // calls whose compiled versions' guards all failed
     std::atomic<std::uint64_t> deopts{0};          // calls that ran on a lower tier than the group's best code
+    std::atomic<std::uint64_t> image_calls{0};     // compiled calls run image by image (jit/exec/sample_runs.h)
 
     // calls - compiled_calls (never below 0 while calls run concurrently).
     std::uint64_t interpreted_calls() const {

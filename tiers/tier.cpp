@@ -78,7 +78,7 @@ void HostKernel::launch(const LaunchArgs& a) const {
         const LaunchArgs& a;
     } run{entry(), a};
     core::parallel_range(a.extent, a.work_per_outer, [&run](std::int64_t b, std::int64_t e) {
-        run.fn(run.a.buffers, run.a.params, b, e);
+        run.fn(run.a.buffers, run.a.params, run.a.begin + b, run.a.begin + e);
         if (run.a.may_fail && take_kernel_failure()) throw std::bad_alloc();
     });
 }

@@ -74,6 +74,9 @@ struct LaunchArgs {
     void* const* buffers = nullptr;      // inputs, then outputs, in the kernel's order, at its place
     const std::int64_t* params = nullptr;
     std::int64_t extent = 0;             // outer iterations
+    // Host code: the first outer iteration, so that the launch runs [begin, begin + extent)
+    // (one image of a batch: jit/exec/sample_runs.h). Device code and tier 0 take 0 only.
+    std::int64_t begin = 0;
     std::int64_t work_per_outer = 1;     // element operations in one (host code splits the range by it)
     bool may_fail = false;               // it takes kernel scratch (a GEMM): check kernel_failed()
     void* queue = nullptr;               // the device queue (stream) for device code; null on the host
@@ -110,8 +113,8 @@ public:
     virtual bool reads_derived() const { return false; }
 };
 
-// Code for the host: one function called over index ranges; launch() splits [0, extent) by
-// work_per_outer across the kernel threads (KILN_NUM_THREADS).
+// Code for the host: one function called over index ranges; launch() splits [begin, begin +
+// extent) by work_per_outer across the kernel threads (KILN_NUM_THREADS).
 class HostKernel : public CompiledKernel {
 public:
     virtual KernelFn entry() const = 0;

@@ -182,6 +182,7 @@ FunctionStats FunctionImpl::stats() const {
         }
         s.guard_failures += prof.guard_failures.load(std::memory_order_relaxed);
         s.deopts += prof.deopts.load(std::memory_order_relaxed);
+        s.image_by_image_calls += prof.image_calls.load(std::memory_order_relaxed);
         s.evictions += gr.evictions.load(std::memory_order_relaxed);
         s.specializations =
             std::max<std::uint64_t>(s.specializations, static_cast<std::uint64_t>(gr.tierup->specializations.load()));
@@ -235,6 +236,7 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.code_cache_bytes = static_cast<std::size_t>(o.code_cache_bytes);
     s.cache_dir = o.cache_dir;
     s.pipeline.nchwc = o.nchwc == "1" ? passes::NchwcMode::all : o.nchwc == "0" ? passes::NchwcMode::off : passes::NchwcMode::where_it_pays;
+    s.pipeline.sample_runs = o.sample_runs;
     s.pipeline.dump_graph = o.dumps("graph");
     s.pipeline.dump_groups = o.dumps("groups");
     s.pipeline.dump_kir = o.dumps("kir");

@@ -65,7 +65,7 @@ bool may_return_view(ir::Op op) {
 }
 
 MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
-                       const std::vector<Shape>& shapes) {
+                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs) {
     const std::size_t n = g.nodes.size();
     KILN_CHECK(compilable.size() == partition.groups.size() && shapes.size() == n && partition.group_of.size() == n,
                "plan_memory: partition, compilable flags and shapes disagree on sizes");
@@ -145,15 +145,32 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
 
     std::vector<LiveBuffer> buffers;
     std::vector<std::size_t> values;
+    std::vector<std::int64_t> image_bytes(n, 0);
     for (std::size_t v = 0; v < n; ++v) {
         const bool joined = joined_first[v] >= 0;
         if ((def_group[v] < 0 && !joined) || joined_into[v] >= 0) continue;
         const std::int32_t first = joined ? joined_first[v] : def_group[v];
         const std::int32_t own = joined ? static_cast<std::int32_t>(partition.group_of[v]) : first;
-        buffers.push_back({bytes_of(v), first, std::max(own, set_last[root[v]])});
+        LiveBuffer b{bytes_of(v), first, std::max(own, set_last[root[v]])};
+        for (const SampleRun& r : runs) {
+            if (b.last < r.first || r.last < b.first) continue;
+            const std::int64_t batch = r.batch;
+            const bool inside = !joined && !viewed[v] && b.first >= r.first && b.last <= r.last && !shapes[v].empty() &&
+                                shapes[v][0] == batch && b.bytes % static_cast<std::size_t>(batch) == 0;
+            if (inside) {
+                b.bytes /= static_cast<std::size_t>(batch);
+                image_bytes[v] = static_cast<std::int64_t>(b.bytes);
+            } else {
+                b.first = std::min(b.first, r.first);
+                b.last = std::max(b.last, r.last);
+            }
+        }
+        buffers.push_back(b);
         values.push_back(v);
     }
     MemoryPlan mp;
+    mp.runs.assign(runs.begin(), runs.end());
+    mp.image_bytes = std::move(image_bytes);
     mp.offset.assign(n, -1);
     mp.live.assign(n, LiveBuffer{});
     mp.joined_into = joined_into;

@@ -17,6 +17,10 @@
 //   does not escape extends its base's live range to the view's last reader.
 // - a joined concat's output, with its operands inside it (MemoryPlan::joined_into): its
 //   operands' kernels write their results where the concat would have copied them.
+// - inside a run of groups that a call runs one image at a time (SampleRun below; batch > 1):
+//   a value computed and read only inside the run takes one image's bytes (MemoryPlan::
+//   image_bytes), reused image after image, and every other value the run touches lives
+//   from the run's first group to its last, since the run's groups interleave.
 // Layout: values sorted by size (largest first), each put at the lowest-waste gap (best
 // fit) among the values whose live ranges overlap its own, or after them; sizes and
 // offsets are multiples of kArenaAlign (64 bytes).
@@ -53,6 +57,14 @@ struct LiveBuffer {
 // never overlap in memory. Returns the arena size (a multiple of kArenaAlign).
 std::size_t assign_offsets(std::span<const LiveBuffer> buffers, std::vector<std::size_t>& offsets);
 
+// Groups first..last (consecutive, inclusive) that a call may run image by image: each
+// group's outer indices for image s, then the next group's, ..., then image s + 1
+// (jit/exec/sample_runs.h finds them). `batch`: the images (> 1).
+struct SampleRun {
+    std::int32_t first = 0, last = 0;
+    std::int64_t batch = 0;
+};
+
 struct MemoryPlan {
     std::vector<std::int64_t> offset;  // per node id: byte offset in the arena, or -1 (not placed)
     std::vector<LiveBuffer> live;      // per node id: size and live range of a placed value
@@ -65,6 +77,11 @@ struct MemoryPlan {
     // is placed, living from its first operand's group on. (squeezenet1_1's fire modules,
     // batch 1: their concats copied 1.5 MB at 55 x 55.)
     std::vector<std::int64_t> joined_into;
+    std::vector<SampleRun> runs;       // what plan_memory was given
+    // Per node id: for a value computed and read only inside a run (its writer and readers
+    // address image s at s * image_bytes: the code of image s gets the block's address less
+    // that), its bytes per image; else 0.
+    std::vector<std::int64_t> image_bytes;
     std::size_t arena_bytes = 0;       // multiple of kArenaAlign
     std::size_t placed_bytes = 0;      // sum of the placed values' sizes (rounded up to kArenaAlign)
     std::size_t placed = 0;            // number of values placed (a joined concat's operands too)
@@ -75,9 +92,10 @@ struct MemoryPlan {
 bool may_return_view(ir::Op op);
 
 // The layout for one shape signature. `compilable[i]`: whether group i of `partition` can run
-// compiled at these shapes; `shapes`: every node's concrete shape (ShapePlan::shapes).
+// compiled at these shapes; `shapes`: every node's concrete shape (ShapePlan::shapes);
+// `runs`: the sample runs at these shapes (in order, disjoint, of compilable groups).
 MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
-                       const std::vector<Shape>& shapes);
+                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs = {});
 
 // A MemoryPlan computed once, on first use, by whichever thread gets there first (lock-free;
 // a thread that loses the race drops its copy). Lives in the immutable, shared ShapePlan.

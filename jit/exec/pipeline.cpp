@@ -123,6 +123,7 @@ void dump(const Executable& x, const PipelineSettings& s) {
 std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph> graph, const PipelineSettings& s) {
     auto x = std::make_shared<Executable>();
     x->graph = std::move(graph);
+    x->sample_runs = s.sample_runs;
     StepTimer step(x->steps);
     step("verify", [&] { ir::verify(*x->graph); });
     if (passes::nchwc_applies(*x->graph, s.nchwc))

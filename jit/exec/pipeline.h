@@ -38,6 +38,9 @@ struct PipelineSettings {
     // KILN_NCHWC: the blocked channel layout pass (src/passes/nchwc.h). Off by default here
     // (tests and benchmarks get the graph as built); Engine passes KILN_NCHWC's choice.
     passes::NchwcMode nchwc = passes::NchwcMode::off;
+    // KILN_SAMPLE_RUNS: runs of blocked-layout conv groups image by image at batch > 1
+    // (jit/exec/sample_runs.h).
+    bool sample_runs = true;
     bool dump_graph = false;   // <name>.graph.txt: the graph IR
     bool dump_groups = false;  // <name>.groups.txt: the partition
     bool dump_kir = false;     // <name>.kir.txt: each group's kernel IR, or why it has none
@@ -65,6 +68,7 @@ struct Executable {
     std::vector<std::int32_t> last_use;
     std::vector<Place> place;  // per value
     std::vector<PipelineStep> steps;
+    bool sample_runs = true;  // PipelineSettings::sample_runs
     // Arena blocks of the calls' intermediates (jit/exec/memory_plan.h), shared by concurrent calls.
     std::shared_ptr<ArenaPool> arenas = std::make_shared<ArenaPool>();
 };

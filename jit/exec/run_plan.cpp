@@ -1,6 +1,7 @@
 #include "jit/exec/run_plan.h"
 
 #include "jit/exec/hazard.h"
+#include "jit/exec/sample_runs.h"
 #include "profiling/compile_activity.h"
 
 #include "src/core/storage.h"
@@ -90,11 +91,26 @@ struct CallScratch {
     ArenaPool::Lease arena;
     std::shared_ptr<detail::Storage> arena_storage;  // a non-owning Storage over the arena, once the interpreter reads it
     HazardSlot code_hazard;  // the code set of the group running now (jit/exec/hazard.h)
+    // A run of groups image by image (jit/exec/sample_runs.h), per group of the run: its code
+    // set (held for the whole run), chosen version, params, buffers, the buffers whose address
+    // moves by an image's bytes from image to image, and its launch.
+    struct RunGroup {
+        std::shared_ptr<const CodeSet> code;
+        const CompiledVersion* version = nullptr;
+        bool preferred = false, made = false;
+        std::uint64_t weight = 0, ns = 0;
+        std::vector<std::int64_t> params;
+        std::vector<void*> buffers;
+        std::vector<std::pair<std::size_t, std::int64_t>> moves;  // (buffer, bytes per image)
+        tiers::LaunchArgs launch;
+    };
+    std::vector<RunGroup> run;
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
         args.clear();
         keep.clear();
+        for (RunGroup& r : run) r.code.reset();
         arena_storage.reset();
         arena.reset();
     }
@@ -165,13 +181,28 @@ private:
     std::byte* arena();
     // Returns true when this call made the group's derived buffers (GroupRuntime::add_derived).
     bool run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
+    // The group's output `id` for compiled code: the caller's tensor, its place in the arena
+    // (the block's start for a value of one image's bytes: MemoryPlan::image_bytes, only when
+    // `images`), or a tensor of its own.
+    void* output_buffer(std::size_t id, bool images);
+    // The launch of kernel `k` of group `gr` over its whole outer range (buffers unset).
+    tiers::LaunchArgs launch_args(const GroupRuntime& gr, const std::int64_t* params) const;
+    // Runs sample run `r` image by image; false (nothing done) when some group of it has no
+    // host code whose guard passes at this call.
+    bool run_images(const SampleRun& r, int& top);
+    // Runs group `gr` alone (compiled if it can, else on tier 0) and tells the policy.
+    void run_group(GroupRuntime& gr, bool jit, int& top);
     // Counts a guard failure and a deopt of `gr` (to tier `to`), and traces the failing fact.
-    void guard_failed(GroupRuntime& gr, const CodeSet& code, int to) {
+    void guard_failed(GroupRuntime& gr, const CodeSet& code, int to, const std::int64_t* params) {
         profiling::GroupProfile& prof = profile_.group(gr.index);
         prof.guard_failures.fetch_add(1, std::memory_order_relaxed);
         prof.deopts.fetch_add(1, std::memory_order_relaxed);
-        if (trace_) trace_guard_failure(*trace_, gr, code.versions.front().guard, s_.params.data(), to);
+        if (trace_) trace_guard_failure(*trace_, gr, code.versions.front().guard, params, to);
     }
+    // After a group ran: frees what it read for the last time, records its time, tells the policy.
+    void finish_group(GroupRuntime& gr, bool planned, int ran, profiling::CodeKind kind, std::uint64_t weight,
+                      std::uint64_t ns, const profiling::CompileActivity::Mark& compiles,
+                      const std::vector<std::int64_t>& params);
     void release_inputs(std::size_t id, std::int32_t upto);
     // A joined concat (MemoryPlan::joined_into) whose operands were all computed in their
     // places inside it: its output is that memory, and there is nothing to copy. (An operand
@@ -206,7 +237,7 @@ MemoryPlan CallRunner::make_memory_plan() const {
     const bool compiles = observer_ && observer_->compiles();
     for (const auto& gr : x_.groups)
         compilable.push_back(compiles && gr->kernel.has_value() && !has_empty_buffer(gr->group, sp_));
-    return plan_memory(g_, x_.partition, compilable, sp_.shapes);
+    return plan_memory(g_, x_.partition, compilable, sp_.shapes, find_sample_runs(x_, sp_, compilable));
 }
 
 std::byte* CallRunner::arena() {
@@ -250,10 +281,48 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
+void* CallRunner::output_buffer(std::size_t id, bool images) {
+    const auto out = static_cast<ir::ValueId>(id);
+    if (const Tensor* c = caller_buffer(g_, inputs_, caller_outputs_, out)) {
+        s_.val[id] = c;
+        return c->data();
+    }
+    // A value of one image's bytes lives in the arena only while its run goes image by image.
+    if (mp_.offset[id] >= 0 && (images || mp_.image_bytes[id] == 0)) {
+        std::byte* p = arena() + mp_.offset[id];
+        s_.addr[id] = p;
+        s_.val[id] = nullptr;
+        return p;
+    }
+    s_.owned[id] = Tensor::empty(sp_.shapes[id], g_.nodes[id].type.dtype);
+    s_.val[id] = &s_.owned[id];
+    return s_.owned[id].data();
+}
+
+tiers::LaunchArgs CallRunner::launch_args(const GroupRuntime& gr, const std::int64_t* params) const {
+    const kir::Kernel& k = *gr.kernel;
+    tiers::LaunchArgs a;
+    a.params = params;
+    a.extent = kir::eval_index(k.extent, params);
+    if (a.extent <= 0) return a;
+    // The group's largest operand (ShapePlan::group_work); a matmul kernel does K
+    // multiply-adds per output element (an estimate: it saturates).
+    // (conv2d_nchwc: `depth` per output element, kir::NchwcConv.)
+    const bool gemm = k.matmul || k.nchwc;
+    const std::int64_t work = gemm ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(gr.group.outputs[0])], "run_groups")
+                                   : sp_.group_work[gr.index];
+    a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
+    if (gemm && !support::mul_fits(a.work_per_outer,
+                                   std::max<std::int64_t>(1, kir::eval_index(k.matmul ? k.matmul->k : k.nchwc->depth, params)),
+                                   &a.work_per_outer))
+        a.work_per_outer = std::numeric_limits<std::int64_t>::max();
+    a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
+    return a;
+}
+
 bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) {
     const kir::Kernel& k = *gr.kernel;
     const passes::Group& g = gr.group;
-    const std::size_t index = gr.index;
     // Every value lives on the host (Executable::place) and every tier's code is host code;
     // the GPU tier adds the copies a group needs where its code's place and its inputs' differ.
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
@@ -272,43 +341,188 @@ bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
             s_.buffers.push_back(s_.keep.back().data());
         }
     }
-    for (auto out : g.outputs) {
-        auto id = static_cast<std::size_t>(out);
-        if (const Tensor* c = caller_buffer(g_, inputs_, caller_outputs_, out)) {
-            s_.buffers.push_back(c->data());
-            s_.val[id] = c;
-        } else if (mp_.offset[id] >= 0) {
-            std::byte* p = arena() + mp_.offset[id];
-            s_.buffers.push_back(p);
-            s_.addr[id] = p;
-            s_.val[id] = nullptr;
-        } else {
-            s_.owned[id] = Tensor::empty(sp_.shapes[id], g_.nodes[id].type.dtype);
-            s_.buffers.push_back(s_.owned[id].data());
-            s_.val[id] = &s_.owned[id];
-        }
-    }
+    for (auto out : g.outputs) s_.buffers.push_back(output_buffer(static_cast<std::size_t>(out), false));
     // After the outputs (kir::Derived).
     const bool made = !k.derived.empty() && v.code->reads_derived() && gr.add_derived(s_.buffers);
-    tiers::LaunchArgs a;
+    tiers::LaunchArgs a = launch_args(gr, s_.params.data());
     a.buffers = s_.buffers.data();
-    a.params = s_.params.data();
-    a.extent = kir::eval_index(k.extent, a.params);
     if (a.extent <= 0) return made;
-    // The group's largest operand (ShapePlan::group_work); a matmul kernel does K
-    // multiply-adds per output element (an estimate: it saturates).
-    // (conv2d_nchwc: `depth` per output element, kir::NchwcConv.)
-    const bool gemm = k.matmul || k.nchwc;
-    const std::int64_t work = gemm ? support::checked_numel(sp_.shapes[static_cast<std::size_t>(g.outputs[0])], "run_groups")
-                                   : sp_.group_work[index];
-    a.work_per_outer = std::max<std::int64_t>(1, work / a.extent);
-    if (gemm && !support::mul_fits(a.work_per_outer,
-                                   std::max<std::int64_t>(1, kir::eval_index(k.matmul ? k.matmul->k : k.nchwc->depth, a.params)),
-                                   &a.work_per_outer))
-        a.work_per_outer = std::numeric_limits<std::int64_t>::max();
-    a.may_fail = k.matmul.has_value();  // only GEMM kernels take scratch memory (tiers/tier.h)
     v.code->launch(a);
     return made;
+}
+
+void CallRunner::finish_group(GroupRuntime& gr, bool planned, int ran, profiling::CodeKind kind, std::uint64_t weight,
+                              std::uint64_t ns, const profiling::CompileActivity::Mark& compiles,
+                              const std::vector<std::int64_t>& params) {
+    const passes::Group& group = gr.group;
+    // Free what this group read for the last time (compiled groups read all at once).
+    std::int32_t last_step = x_.step_of[static_cast<std::size_t>(group.nodes.back())];
+    for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
+    profiling::GroupProfile& prof = profile_.group(gr.index);
+    if (weight) prof.record_time(kind, ns, weight);
+    // The policy hears of every call below tier 2 and of the timed calls of tier-2 code
+    // (so steady-state calls of tier-2 code take no lock). A call timed while a compile
+    // ran beside it counts in its signature's record untimed (profiling/compile_activity.h).
+    if (planned && (ran < 2 || weight)) {
+        const std::uint64_t calls = ran < 2 ? 1 : weight;
+        const std::uint64_t quiet = weight && profiling::CompileActivity::quiet_since(compiles) ? weight : 0;
+        observer_->group_ran(gr, params, kind, prof.record_signature(params, kind, ns, quiet, calls));
+    }
+}
+
+void CallRunner::run_group(GroupRuntime& gr, bool jit, int& top) {
+    const passes::Group& group = gr.group;
+    profiling::ChromeTrace* const tr = trace_;
+    // Timing is sampled (run_plan.h); a trace needs every call's times.
+    profiling::GroupProfile& prof = profile_.group(gr.index);
+    const std::uint64_t index = prof.calls.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t weight = tr ? 1 : timing_weight(index);
+    const profiling::CompileActivity::Mark compiles = weight ? profiling::CompileActivity::mark()
+                                                             : profiling::CompileActivity::Mark{};
+    const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
+    bool done = false, planned = false;
+    int ran = 0;  // the tier the group ran on
+    profiling::CodeKind kind = profiling::CodeKind::interpreted;
+    // Zero-size buffers run on the interpreter: it raises the errors the op owes
+    // (e.g. max over an empty row) and costs nothing.
+    if (jit && gr.kernel && !has_empty_buffer(group, sp_)) {
+        group_params(*gr.kernel, group, sp_, s_.params);
+        planned = true;
+        struct Unprotect {
+            HazardSlot& h;
+            ~Unprotect() { h.clear(); }
+        } unprotect{s_.code_hazard};
+        const CodeSet* code = s_.code_hazard.protect(gr.code_pointer());
+        if (!code->versions.empty()) {
+            bool preferred = false;  // the tier-1 version, chosen at this signature
+            if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
+                // The call that packs the group's constants (kir::Derived) is no measure of
+                // its code: untimed, so that the policy never compares tiers by it (a
+                // 784 x 1024 linear's packing made its first tier-2 call several times
+                // slower than tier 1's, which then kept the signature).
+                if (run_compiled(*v, gr) && !tr) weight = 0;
+                ran = v->tier;
+                kind = v->tier < 2  ? profiling::CodeKind::baseline
+                       : v->generic ? profiling::CodeKind::generic
+                                    : profiling::CodeKind::specialised;
+                top = std::max(top, v->tier);
+                prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
+                done = true;
+                // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
+                if (v->tier < code->versions.front().tier && !preferred) guard_failed(gr, *code, v->tier, s_.params.data());
+            } else {
+                guard_failed(gr, *code, 0, s_.params.data());
+            }
+        }
+    }
+    if (!done && joined_in_place(group)) done = true;
+    if (!done) {  // tier 0
+        tiers::LaunchArgs a;
+        a.env = this;
+        gr.interpreted->launch(a);
+    }
+    std::uint64_t ns = 0;
+    if (weight) {
+        const Clock::time_point t1 = Clock::now();
+        ns = ns_between(t0, t1);
+        if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
+    }
+    finish_group(gr, planned, ran, kind, weight, ns, compiles, s_.params);
+}
+
+bool CallRunner::run_images(const SampleRun& r, int& top) {
+    const auto first = static_cast<std::size_t>(r.first);
+    const std::size_t count = static_cast<std::size_t>(r.last - r.first) + 1;
+    if (s_.run.size() < count) s_.run.resize(count);
+    // Every group needs host code whose guard passes now; the code sets stay held until the
+    // run ends (a publish may retire them meanwhile).
+    for (std::size_t k = 0; k < count; ++k) {
+        GroupRuntime& gr = *x_.groups[first + k];
+        CallScratch::RunGroup& rg = s_.run[k];
+        group_params(*gr.kernel, gr.group, sp_, rg.params);
+        rg.code = gr.code();
+        rg.version = rg.code->versions.empty() ? nullptr : select_version(*rg.code, rg.params.data(), &rg.preferred);
+        if (!rg.version || rg.version->code->place() != tiers::Place::host) {
+            for (std::size_t j = 0; j <= k; ++j) s_.run[j].code.reset();
+            return false;
+        }
+    }
+    profiling::ChromeTrace* const tr = trace_;
+    const profiling::CompileActivity::Mark compiles = profiling::CompileActivity::mark();
+    s_.keep.clear();  // dense copies of strided inputs, for the whole run
+    for (std::size_t k = 0; k < count; ++k) {
+        GroupRuntime& gr = *x_.groups[first + k];
+        CallScratch::RunGroup& rg = s_.run[k];
+        const std::uint64_t index = profile_.group(gr.index).calls.fetch_add(1, std::memory_order_relaxed);
+        rg.weight = tr ? 1 : timing_weight(index);
+        rg.ns = 0;
+        rg.buffers.clear();
+        rg.moves.clear();
+        for (auto in : gr.group.inputs) {
+            const auto id = static_cast<std::size_t>(in);
+            if (mp_.image_bytes[id] > 0) rg.moves.emplace_back(rg.buffers.size(), mp_.image_bytes[id]);
+            if (!s_.val[id] && s_.addr[id]) {
+                rg.buffers.push_back(s_.addr[id]);
+                continue;
+            }
+            const Tensor& t = tensor(id);
+            if (t.is_contiguous()) {
+                rg.buffers.push_back(t.data());
+            } else {
+                s_.keep.push_back(t.contiguous());
+                rg.buffers.push_back(s_.keep.back().data());
+            }
+        }
+        for (auto out : gr.group.outputs) {
+            const auto id = static_cast<std::size_t>(out);
+            if (mp_.image_bytes[id] > 0 && mp_.offset[id] >= 0) rg.moves.emplace_back(rg.buffers.size(), mp_.image_bytes[id]);
+            rg.buffers.push_back(output_buffer(id, true));
+        }
+        const kir::Kernel& kern = *gr.kernel;
+        rg.made = !kern.derived.empty() && rg.version->code->reads_derived() && gr.add_derived(rg.buffers);
+        if (rg.made && !tr) rg.weight = 0;  // as in run_group: the packing call is no measure
+        rg.launch = launch_args(gr, rg.params.data());
+        rg.launch.extent /= r.batch;  // find_sample_runs: a multiple of the batch
+    }
+    // Image s of a value of one image's bytes is at its block's start: its code gets the
+    // block's address less s images, since it addresses image s at s * image_bytes.
+    for (std::int64_t s = 0; s < r.batch; ++s) {
+        for (std::size_t k = 0; k < count; ++k) {
+            CallScratch::RunGroup& rg = s_.run[k];
+            s_.buffers.assign(rg.buffers.begin(), rg.buffers.end());
+            for (const auto& [b, bytes] : rg.moves)
+                s_.buffers[b] = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(rg.buffers[b]) -
+                                                        static_cast<std::uintptr_t>(s * bytes));
+            tiers::LaunchArgs a = rg.launch;
+            a.buffers = s_.buffers.data();
+            a.begin = s * a.extent;
+            const Clock::time_point t0 = rg.weight ? Clock::now() : Clock::time_point{};
+            rg.version->code->launch(a);
+            if (rg.weight) {
+                const Clock::time_point t1 = Clock::now();
+                rg.ns += ns_between(t0, t1);
+                if (tr)
+                    tr->complete("group", x_.groups[first + k]->group.name, t0, t1,
+                                 "\"tier\":" + std::to_string(rg.version->tier) + ",\"image\":" + std::to_string(s));
+            }
+        }
+    }
+    for (std::size_t k = 0; k < count; ++k) {
+        GroupRuntime& gr = *x_.groups[first + k];
+        CallScratch::RunGroup& rg = s_.run[k];
+        const CompiledVersion& v = *rg.version;
+        profiling::GroupProfile& prof = profile_.group(gr.index);
+        prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
+        prof.image_calls.fetch_add(1, std::memory_order_relaxed);
+        top = std::max(top, v.tier);
+        if (v.tier < rg.code->versions.front().tier && !rg.preferred) guard_failed(gr, *rg.code, v.tier, rg.params.data());
+        const profiling::CodeKind kind = v.tier < 2  ? profiling::CodeKind::baseline
+                                         : v.generic ? profiling::CodeKind::generic
+                                                     : profiling::CodeKind::specialised;
+        finish_group(gr, true, v.tier, kind, rg.weight, rg.ns, compiles, rg.params);
+        rg.code.reset();
+    }
+    return true;
 }
 
 int CallRunner::run() {
@@ -319,79 +533,18 @@ int CallRunner::run() {
     for (std::size_t i = 0; i < g_.inputs.size(); ++i) s_.val[static_cast<std::size_t>(g_.inputs[i])] = &inputs_[i];
     for (std::size_t id : x_.order)
         if (g_.nodes[id].op == ir::Op::constant) s_.val[id] = &g_.nodes[id].value;
-    const auto& step_of = x_.step_of;
     int top = 0;
     const bool jit = observer_ && observer_->compiles();  // without a compiling tier, groups go straight to the interpreter
-    profiling::ChromeTrace* const tr = trace_;
-    for (auto& grp : x_.groups) {
-        GroupRuntime& gr = *grp;
-        const passes::Group& group = gr.group;
-        // Timing is sampled (run_plan.h); a trace needs every call's times.
-        profiling::GroupProfile& prof = profile_.group(gr.index);
-        const std::uint64_t index = prof.calls.fetch_add(1, std::memory_order_relaxed);
-        std::uint64_t weight = tr ? 1 : timing_weight(index);
-        const profiling::CompileActivity::Mark compiles = weight ? profiling::CompileActivity::mark()
-                                                                 : profiling::CompileActivity::Mark{};
-        const Clock::time_point t0 = weight ? Clock::now() : Clock::time_point{};
-        bool done = false, planned = false;
-        int ran = 0;  // the tier the group ran on
-        profiling::CodeKind kind = profiling::CodeKind::interpreted;
-        // Zero-size buffers run on the interpreter: it raises the errors the op owes
-        // (e.g. max over an empty row) and costs nothing.
-        if (jit && gr.kernel && !has_empty_buffer(group, sp_)) {
-            group_params(*gr.kernel, group, sp_, s_.params);
-            planned = true;
-            struct Unprotect {
-                HazardSlot& h;
-                ~Unprotect() { h.clear(); }
-            } unprotect{s_.code_hazard};
-            const CodeSet* code = s_.code_hazard.protect(gr.code_pointer());
-            if (!code->versions.empty()) {
-                bool preferred = false;  // the tier-1 version, chosen at this signature
-                if (const CompiledVersion* v = select_version(*code, s_.params.data(), &preferred)) {
-                    // The call that packs the group's constants (kir::Derived) is no measure of
-                    // its code: untimed, so that the policy never compares tiers by it (a
-                    // 784 x 1024 linear's packing made its first tier-2 call several times
-                    // slower than tier 1's, which then kept the signature).
-                    if (run_compiled(*v, gr) && !tr) weight = 0;
-                    ran = v->tier;
-                    kind = v->tier < 2  ? profiling::CodeKind::baseline
-                           : v->generic ? profiling::CodeKind::generic
-                                        : profiling::CodeKind::specialised;
-                    top = std::max(top, v->tier);
-                    prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
-                    done = true;
-                    // Tier-2 code existed but its guards failed: the group deoptimised to tier 1.
-                    if (v->tier < code->versions.front().tier && !preferred) guard_failed(gr, *code, v->tier);
-                } else {
-                    guard_failed(gr, *code, 0);
-                }
+    std::size_t next_run = 0;  // of mp_.runs, in order
+    for (std::size_t i = 0; i < x_.groups.size(); ++i) {
+        if (jit && next_run < mp_.runs.size() && static_cast<std::size_t>(mp_.runs[next_run].first) == i) {
+            const SampleRun& r = mp_.runs[next_run++];
+            if (run_images(r, top)) {
+                i = static_cast<std::size_t>(r.last);
+                continue;
             }
         }
-        if (!done && joined_in_place(group)) done = true;
-        if (!done) {  // tier 0
-            tiers::LaunchArgs a;
-            a.env = this;
-            gr.interpreted->launch(a);
-        }
-        // Free what this group read for the last time (compiled groups read all at once).
-        std::int32_t last_step = step_of[static_cast<std::size_t>(group.nodes.back())];
-        for (auto nid : group.nodes) release_inputs(static_cast<std::size_t>(nid), last_step);
-        std::uint64_t ns = 0;
-        if (weight) {
-            const Clock::time_point t1 = Clock::now();
-            ns = ns_between(t0, t1);
-            prof.record_time(kind, ns, weight);
-            if (tr) tr->complete("group", group.name, t0, t1, "\"tier\":" + std::to_string(ran));
-        }
-        // The policy hears of every call below tier 2 and of the timed calls of tier-2 code
-        // (so steady-state calls of tier-2 code take no lock). A call timed while a compile
-        // ran beside it counts in its signature's record untimed (profiling/compile_activity.h).
-        if (planned && (ran < 2 || weight)) {
-            const std::uint64_t calls = ran < 2 ? 1 : weight;
-            const std::uint64_t quiet = weight && profiling::CompileActivity::quiet_since(compiles) ? weight : 0;
-            observer_->group_ran(gr, s_.params, kind, prof.record_signature(s_.params, kind, ns, quiet, calls));
-        }
+        run_group(*x_.groups[i], jit, top);
     }
     return top;
 }

@@ -1,0 +1,29 @@
+#pragma once
+// Image by image: at batch > 1, consecutive groups of blocked-layout convolutions
+// (conv2d_nchwc, kir::NchwcConv) run as one run, image after image: every group's outer
+// indices of image 0, then of image 1, and so on, instead of each group over the whole batch.
+// A conv's outer indices are image-major (kir.h: outer / (rblocks * cblocks) is the image)
+// and read and write that image alone, so the order is free; what it buys is locality: the
+// values the run computes and reads itself take one image's bytes in the arena
+// (jit/exec/memory_plan.h), reused image after image, so they stay in cache from the group
+// that writes them to the groups that read them. (mobilenet_v2 at batch 8: a 96-channel
+// 112 x 112 layer's output is 38 MB for the batch, larger than a 32 MB L3; 4.8 MB an image.)
+//
+// jit/exec/run_plan.cpp runs a run image by image on a call where every group of it has host
+// code whose guard passes; else that call runs it group by group, as any other groups (the
+// values inside then get memory of their own, not the arena's image-sized blocks).
+// KILN_SAMPLE_RUNS=0 (Options::sample_runs) turns it off.
+#include "jit/exec/memory_plan.h"
+#include "jit/exec/pipeline.h"
+#include "jit/exec/shape_plan.h"
+
+#include <vector>
+
+namespace kiln::jit {
+
+// The runs at these shapes: maximal stretches of at least two consecutive groups, each
+// `compilable` (jit/exec/memory_plan.h), with a conv2d_nchwc kernel whose batch (the same for
+// the stretch) is more than 1 and whose outputs' leading dim is that batch.
+std::vector<SampleRun> find_sample_runs(const Executable& x, const ShapePlan& sp, const std::vector<bool>& compilable);
+
+}  // namespace kiln::jit
