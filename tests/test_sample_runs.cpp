@@ -44,12 +44,15 @@ struct Planned {
     std::vector<bool> compilable;
 };
 
-Planned planned(const Graph& g, std::int64_t batch, bool sample_runs = true) {
+// The plan of `g` at input shape `x` (its batch first). `min_bytes`:
+// Executable::image_run_min_bytes (0: KILN_SAMPLE_RUNS=1, whatever the size).
+Planned planned(const Graph& g, const Shape& x, bool sample_runs = true, std::int64_t min_bytes = 0) {
     jit::PipelineSettings s;
     s.nchwc = passes::NchwcMode::all;
     s.sample_runs = sample_runs;
+    s.image_run_min_bytes = min_bytes;
     Planned p{jit::lower_function(g.impl(), s), nullptr, {}};
-    p.sp = jit::make_shape_plan(*p.x, {Shape{batch, 8, 12, 12}}, "test");
+    p.sp = jit::make_shape_plan(*p.x, {x}, "test");
     for (const auto& gr : p.x->groups) p.compilable.push_back(gr->kernel.has_value());
     return p;
 }
@@ -64,7 +67,7 @@ bool is_nchwc_conv(const jit::Executable& x, std::int32_t i) {
 TEST_CASE("sample runs: consecutive blocked-layout conv groups at batch > 1, none at batch 1 or when turned off") {
     const Graph g = chain_graph();
     for (std::int64_t batch : {2, 3, 8}) {
-        const Planned p = planned(g, batch);
+        const Planned p = planned(g, {batch, 8, 12, 12});
         const std::vector<jit::SampleRun> runs = jit::find_sample_runs(*p.x, *p.sp, p.compilable);
         INFO("batch " << batch);
         REQUIRE(runs.size() == 1);
@@ -80,16 +83,39 @@ TEST_CASE("sample runs: consecutive blocked-layout conv groups at batch > 1, non
         for (const jit::SampleRun& q : jit::find_sample_runs(*p.x, *p.sp, some))
             CHECK((q.last < r.first + 1 || q.first > r.first + 1));
     }
-    const Planned one = planned(g, 1);
+    const Planned one = planned(g, {1, 8, 12, 12});
     CHECK(jit::find_sample_runs(*one.x, *one.sp, one.compilable).empty());
-    const Planned off = planned(g, 4, false);
+    const Planned off = planned(g, {4, 8, 12, 12}, false);
     CHECK(jit::find_sample_runs(*off.x, *off.sp, off.compilable).empty());
+}
+
+TEST_CASE("sample runs: by default only groups whose largest activation is at least image_run_min_bytes an image") {
+    // x [B, 16, 64, 64] (256 KB an image): a 1x1 conv to 48 channels (768 KB), a depthwise 3x3
+    // and a 1x1 conv back to 16, then the small chain's sizes after a 4 x 4 average pool.
+    const Tensor w1 = Tensor::rand({48, 16, 1, 1}, 1, DType::f32, -0.4, 0.4);
+    const Tensor w2 = Tensor::rand({48, 1, 3, 3}, 2, DType::f32, -0.4, 0.4);
+    const Tensor w3 = Tensor::rand({16, 48, 1, 1}, 3, DType::f32, -0.2, 0.2);
+    const Tensor w4 = Tensor::rand({48, 16, 1, 1}, 4, DType::f32, -0.4, 0.4);
+    const Tensor w5 = Tensor::rand({48, 1, 3, 3}, 5, DType::f32, -0.4, 0.4);
+    const Graph g = trace("large", {arg("x", DType::f32, {dyn("B"), 16, 64, 64})}, [&](const std::vector<Var>& in) {
+        const Var a = conv2d(relu(conv2d(relu(conv2d(in[0], w1)), w2, Var(), {1, 1}, {1, 1}, {1, 1}, 48)), w3);
+        const Var p = avg_pool2d(a, {4, 4}, {4, 4});
+        return std::vector<Var>{conv2d(relu(conv2d(p, w4)), w5, Var(), {1, 1}, {1, 1}, {1, 1}, 48)};
+    });
+    const Planned all = planned(g, {4, 16, 64, 64});
+    const Planned sized = planned(g, {4, 16, 64, 64}, true, limits::image_run_min_bytes);
+    const std::vector<jit::SampleRun> every = jit::find_sample_runs(*all.x, *all.sp, all.compilable);
+    const std::vector<jit::SampleRun> large = jit::find_sample_runs(*sized.x, *sized.sp, sized.compilable);
+    REQUIRE(every.size() == 2);  // before the pool and after it
+    REQUIRE(large.size() == 1);  // 768 KB an image before the pool; 48 KB after it
+    CHECK(large[0].first == every[0].first);
+    CHECK(large[0].last == every[0].last);
 }
 
 TEST_CASE("sample runs: the memory plan gives a run's own values one image's bytes and keeps the rest live across it") {
     const Graph g = chain_graph();
     const std::int64_t batch = 4;
-    const Planned p = planned(g, batch);
+    const Planned p = planned(g, {batch, 8, 12, 12});
     const std::vector<jit::SampleRun> runs = jit::find_sample_runs(*p.x, *p.sp, p.compilable);
     REQUIRE(runs.size() == 1);
     const jit::SampleRun r = runs[0];
@@ -119,22 +145,28 @@ TEST_CASE("sample runs: the memory plan gives a run's own values one image's byt
     }
     CHECK(inside >= 2);  // the depthwise conv's output and the first conv's (read again by the residual)
     CHECK(across >= 1);  // the run's last output, which the pool reads
-    // No two values live at once share memory.
+    // No two values of one region (the arena, the image region) live at once share memory.
     for (std::size_t a = 0; a < mp.offset.size(); ++a)
         for (std::size_t c = a + 1; c < mp.offset.size(); ++c) {
-            if (mp.offset[a] < 0 || mp.offset[c] < 0) continue;
+            if (mp.offset[a] < 0 || mp.offset[c] < 0 || (mp.image_bytes[a] > 0) != (mp.image_bytes[c] > 0)) continue;
             const jit::LiveBuffer &la = mp.live[a], &lc = mp.live[c];
             const auto oa = static_cast<std::size_t>(mp.offset[a]), oc = static_cast<std::size_t>(mp.offset[c]);
             const bool together = la.first <= lc.last && lc.first <= la.last;
             CHECK_FALSE((together && oa < oc + lc.bytes && oc < oa + la.bytes));
         }
-    CHECK(mp.arena_bytes < flat.arena_bytes);
+    for (std::size_t v = 0; v < mp.offset.size(); ++v)
+        if (mp.offset[v] >= 0)
+            CHECK(static_cast<std::size_t>(mp.offset[v]) + mp.live[v].bytes <=
+                  (mp.image_bytes[v] > 0 ? mp.image_region_bytes : mp.arena_bytes));
+    CHECK(mp.image_region_bytes > 0);
+    CHECK(mp.arena_bytes + mp.image_region_bytes < flat.arena_bytes);
 }
 
 TEST_CASE("sample runs: random conv chains at batches 2-9 image by image on tier 2 match the interpreter") {
     Options on = ref::tier2_options(), off = on;
     on.nchwc = off.nchwc = "1";
-    off.sample_runs = false;
+    on.sample_runs = "1";
+    off.sample_runs = "0";
     std::uint64_t images = 0;
     int graphs = 0;
     for (std::uint64_t seed : diff::seeds(7600, 20)) {

@@ -24,9 +24,10 @@ struct Options {
     // block), converted at the chains' edges: `auto` where it pays (src/passes/nchwc.h), `1`
     // every chain, `0` never (as loaded: NCHW).
     std::string nchwc = "auto";
-    // KILN_SAMPLE_RUNS: at batch > 1, runs of consecutive blocked-layout conv groups run one
-    // image at a time, each image's intermediates reused in cache; 0 = group by group.
-    bool sample_runs = true;
+    // KILN_SAMPLE_RUNS: at batch > 1, runs of consecutive blocked-layout conv groups one image
+    // at a time, each image's intermediates kept in cache (jit/exec/sample_runs.h): `auto`
+    // where the batch's values would leave the cache, `1` every such run, `0` never.
+    std::string sample_runs = "auto";
     std::int64_t num_threads = 0;            // KILN_NUM_THREADS: 0 = all cores
     std::string cache_dir;                   // KILN_CACHE_DIR: empty = no persistent cache
     std::int64_t code_cache_bytes = 256 << 20;  // KILN_CODE_CACHE_BYTES: LRU bound on compiled code; 0 = none

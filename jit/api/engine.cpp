@@ -236,7 +236,8 @@ jit::EngineSettings engine_settings(const Options& o) {
     s.code_cache_bytes = static_cast<std::size_t>(o.code_cache_bytes);
     s.cache_dir = o.cache_dir;
     s.pipeline.nchwc = o.nchwc == "1" ? passes::NchwcMode::all : o.nchwc == "0" ? passes::NchwcMode::off : passes::NchwcMode::where_it_pays;
-    s.pipeline.sample_runs = o.sample_runs;
+    s.pipeline.sample_runs = o.sample_runs != "0";
+    if (o.sample_runs == "1") s.pipeline.image_run_min_bytes = 0;
     s.pipeline.dump_graph = o.dumps("graph");
     s.pipeline.dump_groups = o.dumps("groups");
     s.pipeline.dump_kir = o.dumps("kir");

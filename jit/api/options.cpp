@@ -93,6 +93,7 @@ void Options::validate() const {
               "an integer >= 0, optionally with a K, M or G suffix (0 = unbounded)");
     if (tierup != "time" && tierup != "count") bad("KILN_TIERUP", tierup, "time or count");
     if (nchwc != "auto" && nchwc != "0" && nchwc != "1") bad("KILN_NCHWC", nchwc, "auto, 0 or 1");
+    if (sample_runs != "auto" && sample_runs != "0" && sample_runs != "1") bad("KILN_SAMPLE_RUNS", sample_runs, "auto, 0 or 1");
     if (std::find(kDevices.begin(), kDevices.end(), device) == kDevices.end())
         bad("KILN_DEVICE", device, "auto, cpu, cuda or hip");
     if (!support::is_log_level(log_level)) bad("KILN_LOG", log_level, "off, error, warn, info, debug or trace");

@@ -143,8 +143,8 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         joined_first[v] = first;
     }
 
-    std::vector<LiveBuffer> buffers;
-    std::vector<std::size_t> values;
+    std::vector<LiveBuffer> buffers, image_buffers;
+    std::vector<std::size_t> values, image_values;
     std::vector<std::int64_t> image_bytes(n, 0);
     for (std::size_t v = 0; v < n; ++v) {
         const bool joined = joined_first[v] >= 0;
@@ -165,8 +165,13 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
                 b.last = std::max(b.last, r.last);
             }
         }
-        buffers.push_back(b);
-        values.push_back(v);
+        if (image_bytes[v] > 0) {
+            image_buffers.push_back(b);
+            image_values.push_back(v);
+        } else {
+            buffers.push_back(b);
+            values.push_back(v);
+        }
     }
     MemoryPlan mp;
     mp.runs.assign(runs.begin(), runs.end());
@@ -184,6 +189,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         mp.joined += joined_first[values[i]] >= 0;
     }
     mp.placed = values.size();
+    mp.image_region_bytes = assign_offsets(image_buffers, offsets);
+    for (std::size_t i = 0; i < image_values.size(); ++i) {
+        mp.offset[image_values[i]] = static_cast<std::int64_t>(offsets[i]);
+        mp.live[image_values[i]] = image_buffers[i];
+    }
     for (std::size_t v = 0; v < n; ++v) {
         if (joined_into[v] < 0) continue;
         const auto cat = u(joined_into[v]);

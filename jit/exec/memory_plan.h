@@ -19,8 +19,10 @@
 //   operands' kernels write their results where the concat would have copied them.
 // - inside a run of groups that a call runs one image at a time (SampleRun below; batch > 1):
 //   a value computed and read only inside the run takes one image's bytes (MemoryPlan::
-//   image_bytes), reused image after image, and every other value the run touches lives
-//   from the run's first group to its last, since the run's groups interleave.
+//   image_bytes) in a region of its own (MemoryPlan::image_region_bytes, laid out like the
+//   arena; the runner gives each image being computed at once a block of that size), reused
+//   image after image; every other value the run touches lives from the run's first group to
+//   its last, since the run's groups interleave.
 // Layout: values sorted by size (largest first), each put at the lowest-waste gap (best
 // fit) among the values whose live ranges overlap its own, or after them; sizes and
 // offsets are multiples of kArenaAlign (64 bytes).
@@ -78,13 +80,14 @@ struct MemoryPlan {
     // batch 1: their concats copied 1.5 MB at 55 x 55.)
     std::vector<std::int64_t> joined_into;
     std::vector<SampleRun> runs;       // what plan_memory was given
-    // Per node id: for a value computed and read only inside a run (its writer and readers
-    // address image s at s * image_bytes: the code of image s gets the block's address less
-    // that), its bytes per image; else 0.
+    // Per node id: for a value computed and read only inside a run, its bytes per image, and
+    // `offset` is then its place in the image region (its writer and readers address image s
+    // at s * image_bytes: the code of image s gets the address of its place less that); else 0.
     std::vector<std::int64_t> image_bytes;
+    std::size_t image_region_bytes = 0;  // multiple of kArenaAlign
     std::size_t arena_bytes = 0;       // multiple of kArenaAlign
-    std::size_t placed_bytes = 0;      // sum of the placed values' sizes (rounded up to kArenaAlign)
-    std::size_t placed = 0;            // number of values placed (a joined concat's operands too)
+    std::size_t placed_bytes = 0;      // sum of the arena's values' sizes (rounded up to kArenaAlign)
+    std::size_t placed = 0;            // number of values in the arena (a joined concat's operands too)
     std::size_t joined = 0;            // number of joined concats
 };
 

@@ -124,6 +124,7 @@ std::shared_ptr<const Executable> lower_function(std::shared_ptr<const ir::Graph
     auto x = std::make_shared<Executable>();
     x->graph = std::move(graph);
     x->sample_runs = s.sample_runs;
+    x->image_run_min_bytes = s.image_run_min_bytes;
     StepTimer step(x->steps);
     step("verify", [&] { ir::verify(*x->graph); });
     if (passes::nchwc_applies(*x->graph, s.nchwc))

@@ -39,8 +39,10 @@ struct PipelineSettings {
     // (tests and benchmarks get the graph as built); Engine passes KILN_NCHWC's choice.
     passes::NchwcMode nchwc = passes::NchwcMode::off;
     // KILN_SAMPLE_RUNS: runs of blocked-layout conv groups image by image at batch > 1
-    // (jit/exec/sample_runs.h).
+    // (jit/exec/sample_runs.h), of groups whose largest activation is at least
+    // image_run_min_bytes an image (0: every such group: KILN_SAMPLE_RUNS=1).
     bool sample_runs = true;
+    std::int64_t image_run_min_bytes = limits::image_run_min_bytes;
     bool dump_graph = false;   // <name>.graph.txt: the graph IR
     bool dump_groups = false;  // <name>.groups.txt: the partition
     bool dump_kir = false;     // <name>.kir.txt: each group's kernel IR, or why it has none
@@ -68,7 +70,8 @@ struct Executable {
     std::vector<std::int32_t> last_use;
     std::vector<Place> place;  // per value
     std::vector<PipelineStep> steps;
-    bool sample_runs = true;  // PipelineSettings::sample_runs
+    bool sample_runs = true;  // PipelineSettings::sample_runs and image_run_min_bytes
+    std::int64_t image_run_min_bytes = limits::image_run_min_bytes;
     // Arena blocks of the calls' intermediates (jit/exec/memory_plan.h), shared by concurrent calls.
     std::shared_ptr<ArenaPool> arenas = std::make_shared<ArenaPool>();
 };

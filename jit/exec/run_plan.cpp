@@ -92,19 +92,26 @@ struct CallScratch {
     std::shared_ptr<detail::Storage> arena_storage;  // a non-owning Storage over the arena, once the interpreter reads it
     HazardSlot code_hazard;  // the code set of the group running now (jit/exec/hazard.h)
     // A run of groups image by image (jit/exec/sample_runs.h), per group of the run: its code
-    // set (held for the whole run), chosen version, params, buffers, the buffers whose address
-    // moves by an image's bytes from image to image, and its launch.
+    // set (held for the whole run), chosen version and its entry, params, buffers, the buffers
+    // of values in the image region (MemoryPlan::image_bytes), and its launch.
+    struct ImageBuffer {
+        std::size_t buffer;
+        std::int64_t offset, bytes;  // in the image region; per image
+    };
     struct RunGroup {
         std::shared_ptr<const CodeSet> code;
         const CompiledVersion* version = nullptr;
-        bool preferred = false, made = false;
-        std::uint64_t weight = 0, ns = 0;
+        tiers::KernelFn entry = nullptr;
+        bool preferred = false;
+        std::uint64_t weight = 0;
         std::vector<std::int64_t> params;
         std::vector<void*> buffers;
-        std::vector<std::pair<std::size_t, std::int64_t>> moves;  // (buffer, bytes per image)
+        std::vector<ImageBuffer> image;
         tiers::LaunchArgs launch;
     };
     std::vector<RunGroup> run;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> run_ns;  // per group of the run: its time (images may run at once)
+    std::size_t run_ns_size = 0;
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
@@ -139,6 +146,54 @@ struct ScratchLease {
     ScratchLease(const ScratchLease&) = delete;
     ScratchLease& operator=(const ScratchLease&) = delete;
     ~ScratchLease() { t_scratch.pop(); }
+};
+
+// The image region's block of one image being computed (jit/exec/memory_plan.h), and the
+// buffer pointers of its launches: per thread, one per nesting level (a thread waiting in a
+// parallel kernel may run another call's image), grown to the largest region and kept, so
+// that a steady-state run allocates nothing.
+class ImageBlocks {
+public:
+    struct Block {
+        std::unique_ptr<std::byte[], void (*)(std::byte*)> p{nullptr, [](std::byte* q) { std::free(q); }};
+        std::size_t bytes = 0;
+        std::vector<void*> buffers;
+    };
+    Block& push(std::size_t bytes) {
+        if (depth_ == stack_.size()) stack_.push_back(std::make_unique<Block>());
+        Block& b = *stack_[depth_];
+        if (b.bytes < bytes) {
+            b.p.reset();
+            b.bytes = 0;
+            const std::size_t size = support::checked_round_up(bytes, kArenaAlign, "the image region");
+            auto* q = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, size));
+            if (!q) throw std::bad_alloc();
+            b.p.reset(q);
+            b.bytes = size;
+        }
+        ++depth_;
+        return b;
+    }
+    void pop() { --depth_; }
+
+private:
+    std::vector<std::unique_ptr<Block>> stack_;
+    std::size_t depth_ = 0;
+};
+
+thread_local ImageBlocks t_image_blocks;
+
+class ImageBlockLease {
+public:
+    explicit ImageBlockLease(std::size_t bytes) : b_(t_image_blocks.push(bytes)) {}
+    ImageBlockLease(const ImageBlockLease&) = delete;
+    ImageBlockLease& operator=(const ImageBlockLease&) = delete;
+    ~ImageBlockLease() { t_image_blocks.pop(); }
+    std::byte* block() const { return b_.p.get(); }
+    std::vector<void*>& buffers() const { return b_.buffers; }
+
+private:
+    ImageBlocks::Block& b_;
 };
 
 // One call. It is the ValueEnv through which tier 0's code reads and defines values.
@@ -181,10 +236,10 @@ private:
     std::byte* arena();
     // Returns true when this call made the group's derived buffers (GroupRuntime::add_derived).
     bool run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
-    // The group's output `id` for compiled code: the caller's tensor, its place in the arena
-    // (the block's start for a value of one image's bytes: MemoryPlan::image_bytes, only when
-    // `images`), or a tensor of its own.
-    void* output_buffer(std::size_t id, bool images);
+    // The group's output `id` for compiled code: the caller's tensor, its place in the arena,
+    // or a tensor of its own (a value of the image region, MemoryPlan::image_bytes, when its
+    // run goes group by group).
+    void* output_buffer(std::size_t id);
     // The launch of kernel `k` of group `gr` over its whole outer range (buffers unset).
     tiers::LaunchArgs launch_args(const GroupRuntime& gr, const std::int64_t* params) const;
     // Runs sample run `r` image by image; false (nothing done) when some group of it has no
@@ -281,14 +336,13 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
-void* CallRunner::output_buffer(std::size_t id, bool images) {
+void* CallRunner::output_buffer(std::size_t id) {
     const auto out = static_cast<ir::ValueId>(id);
     if (const Tensor* c = caller_buffer(g_, inputs_, caller_outputs_, out)) {
         s_.val[id] = c;
         return c->data();
     }
-    // A value of one image's bytes lives in the arena only while its run goes image by image.
-    if (mp_.offset[id] >= 0 && (images || mp_.image_bytes[id] == 0)) {
+    if (mp_.offset[id] >= 0 && mp_.image_bytes[id] == 0) {
         std::byte* p = arena() + mp_.offset[id];
         s_.addr[id] = p;
         s_.val[id] = nullptr;
@@ -341,7 +395,7 @@ bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
             s_.buffers.push_back(s_.keep.back().data());
         }
     }
-    for (auto out : g.outputs) s_.buffers.push_back(output_buffer(static_cast<std::size_t>(out), false));
+    for (auto out : g.outputs) s_.buffers.push_back(output_buffer(static_cast<std::size_t>(out)));
     // After the outputs (kir::Derived).
     const bool made = !k.derived.empty() && v.code->reads_derived() && gr.add_derived(s_.buffers);
     tiers::LaunchArgs a = launch_args(gr, s_.params.data());
@@ -434,6 +488,10 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
     const auto first = static_cast<std::size_t>(r.first);
     const std::size_t count = static_cast<std::size_t>(r.last - r.first) + 1;
     if (s_.run.size() < count) s_.run.resize(count);
+    if (s_.run_ns_size < count) {
+        s_.run_ns = std::make_unique<std::atomic<std::uint64_t>[]>(count);
+        s_.run_ns_size = count;
+    }
     // Every group needs host code whose guard passes now; the code sets stay held until the
     // run ends (a publish may retire them meanwhile).
     for (std::size_t k = 0; k < count; ++k) {
@@ -442,7 +500,8 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         group_params(*gr.kernel, gr.group, sp_, rg.params);
         rg.code = gr.code();
         rg.version = rg.code->versions.empty() ? nullptr : select_version(*rg.code, rg.params.data(), &rg.preferred);
-        if (!rg.version || rg.version->code->place() != tiers::Place::host) {
+        rg.entry = rg.version ? tiers::host_entry(*rg.version->code) : nullptr;
+        if (!rg.entry) {
             for (std::size_t j = 0; j <= k; ++j) s_.run[j].code.reset();
             return false;
         }
@@ -455,12 +514,18 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         CallScratch::RunGroup& rg = s_.run[k];
         const std::uint64_t index = profile_.group(gr.index).calls.fetch_add(1, std::memory_order_relaxed);
         rg.weight = tr ? 1 : timing_weight(index);
-        rg.ns = 0;
+        s_.run_ns[k].store(0, std::memory_order_relaxed);
         rg.buffers.clear();
-        rg.moves.clear();
+        rg.image.clear();
+        auto image_value = [&](std::size_t id) {
+            if (mp_.image_bytes[id] == 0) return false;
+            rg.image.push_back({rg.buffers.size(), mp_.offset[id], mp_.image_bytes[id]});
+            rg.buffers.push_back(nullptr);  // per image
+            return true;
+        };
         for (auto in : gr.group.inputs) {
             const auto id = static_cast<std::size_t>(in);
-            if (mp_.image_bytes[id] > 0) rg.moves.emplace_back(rg.buffers.size(), mp_.image_bytes[id]);
+            if (image_value(id)) continue;
             if (!s_.val[id] && s_.addr[id]) {
                 rg.buffers.push_back(s_.addr[id]);
                 continue;
@@ -475,37 +540,57 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         }
         for (auto out : gr.group.outputs) {
             const auto id = static_cast<std::size_t>(out);
-            if (mp_.image_bytes[id] > 0 && mp_.offset[id] >= 0) rg.moves.emplace_back(rg.buffers.size(), mp_.image_bytes[id]);
-            rg.buffers.push_back(output_buffer(id, true));
+            if (!image_value(id)) rg.buffers.push_back(output_buffer(id));
         }
         const kir::Kernel& kern = *gr.kernel;
-        rg.made = !kern.derived.empty() && rg.version->code->reads_derived() && gr.add_derived(rg.buffers);
-        if (rg.made && !tr) rg.weight = 0;  // as in run_group: the packing call is no measure
+        // As in run_group: the call that packs the constants is no measure of the code.
+        if (!kern.derived.empty() && rg.version->code->reads_derived() && gr.add_derived(rg.buffers) && !tr) rg.weight = 0;
         rg.launch = launch_args(gr, rg.params.data());
         rg.launch.extent /= r.batch;  // find_sample_runs: a multiple of the batch
     }
-    // Image s of a value of one image's bytes is at its block's start: its code gets the
-    // block's address less s images, since it addresses image s at s * image_bytes.
-    for (std::int64_t s = 0; s < r.batch; ++s) {
+    // Image s: every group's outer indices of image s, on one thread (`alone`: a task of its
+    // own among the images) or split across the threads. A value in the image region is at
+    // `block` + its offset there; its code gets that less s images, since it addresses image s
+    // at s * image_bytes.
+    auto image = [&](std::int64_t s, std::byte* block, std::vector<void*>& bufs, bool alone) {
         for (std::size_t k = 0; k < count; ++k) {
-            CallScratch::RunGroup& rg = s_.run[k];
-            s_.buffers.assign(rg.buffers.begin(), rg.buffers.end());
-            for (const auto& [b, bytes] : rg.moves)
-                s_.buffers[b] = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(rg.buffers[b]) -
-                                                        static_cast<std::uintptr_t>(s * bytes));
+            const CallScratch::RunGroup& rg = s_.run[k];
+            bufs.assign(rg.buffers.begin(), rg.buffers.end());
+            for (const CallScratch::ImageBuffer& b : rg.image)
+                bufs[b.buffer] = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(block) +
+                                                         static_cast<std::uintptr_t>(b.offset) -
+                                                         static_cast<std::uintptr_t>(s * b.bytes));
             tiers::LaunchArgs a = rg.launch;
-            a.buffers = s_.buffers.data();
+            a.buffers = bufs.data();
             a.begin = s * a.extent;
             const Clock::time_point t0 = rg.weight ? Clock::now() : Clock::time_point{};
-            rg.version->code->launch(a);
+            if (alone) {
+                rg.entry(a.buffers, a.params, a.begin, a.begin + a.extent);
+                if (a.may_fail && tiers::take_kernel_failure()) throw std::bad_alloc();
+            } else {
+                rg.version->code->launch(a);
+            }
             if (rg.weight) {
                 const Clock::time_point t1 = Clock::now();
-                rg.ns += ns_between(t0, t1);
+                s_.run_ns[k].fetch_add(ns_between(t0, t1), std::memory_order_relaxed);
                 if (tr)
                     tr->complete("group", x_.groups[first + k]->group.name, t0, t1,
                                  "\"tier\":" + std::to_string(rg.version->tier) + ",\"image\":" + std::to_string(s));
             }
         }
+    };
+    // With more images than threads (a multiple of them, or at least four each), each image is
+    // a task of its own; else the images go one after another, each group split as usual.
+    const std::int64_t width = core::parallel_width();
+    const bool tasks = width > 1 && (r.batch % width == 0 || r.batch >= 4 * width);
+    if (tasks) {
+        core::parallel_tasks(r.batch, [&](std::int64_t s) {
+            ImageBlockLease lease(mp_.image_region_bytes);
+            image(s, lease.block(), lease.buffers(), true);
+        });
+    } else {
+        ImageBlockLease lease(mp_.image_region_bytes);
+        for (std::int64_t s = 0; s < r.batch; ++s) image(s, lease.block(), lease.buffers(), false);
     }
     for (std::size_t k = 0; k < count; ++k) {
         GroupRuntime& gr = *x_.groups[first + k];
@@ -519,7 +604,9 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         const profiling::CodeKind kind = v.tier < 2  ? profiling::CodeKind::baseline
                                          : v.generic ? profiling::CodeKind::generic
                                                      : profiling::CodeKind::specialised;
-        finish_group(gr, true, v.tier, kind, rg.weight, rg.ns, compiles, rg.params);
+        // Images as tasks: the time summed over the threads, shared out among them.
+        const std::uint64_t ns = s_.run_ns[k].load(std::memory_order_relaxed) / static_cast<std::uint64_t>(tasks ? width : 1);
+        finish_group(gr, true, v.tier, kind, rg.weight, ns, compiles, rg.params);
         rg.code.reset();
     }
     return true;

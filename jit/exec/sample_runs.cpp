@@ -1,6 +1,9 @@
 #include "jit/exec/sample_runs.h"
 
 #include "jit/exec/run_plan.h"
+#include "src/support/checked.h"
+
+#include <algorithm>
 
 namespace kiln::jit {
 namespace {
@@ -19,7 +22,18 @@ std::int64_t run_batch(const Executable& x, const ShapePlan& sp, const std::vect
         const Shape& s = sp.shapes[static_cast<std::size_t>(o)];
         if (s.empty() || s[0] != batch) return 0;
     }
-    return batch;
+    // Its largest activation per image (limits::image_run_min_bytes).
+    const ir::Graph& g = *x.graph;
+    std::int64_t largest = 0;
+    auto consider = [&](ir::ValueId v) {
+        const ir::Node& n = g.nodes[static_cast<std::size_t>(v)];
+        if (n.op == ir::Op::constant) return;
+        const std::int64_t bytes = support::checked_bytes(sp.shapes[static_cast<std::size_t>(v)], dtype_size(n.type.dtype), "sample runs");
+        largest = std::max(largest, bytes / batch);
+    };
+    for (auto v : gr.group.inputs) consider(v);
+    for (auto v : gr.group.outputs) consider(v);
+    return largest >= x.image_run_min_bytes ? batch : 0;
 }
 
 }  // namespace

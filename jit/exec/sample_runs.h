@@ -12,7 +12,8 @@
 // jit/exec/run_plan.cpp runs a run image by image on a call where every group of it has host
 // code whose guard passes; else that call runs it group by group, as any other groups (the
 // values inside then get memory of their own, not the arena's image-sized blocks).
-// KILN_SAMPLE_RUNS=0 (Options::sample_runs) turns it off.
+// KILN_SAMPLE_RUNS (Options::sample_runs): `auto` where it pays (the size rule below), `1` every
+// run of such groups whatever their size, `0` never.
 #include "jit/exec/memory_plan.h"
 #include "jit/exec/pipeline.h"
 #include "jit/exec/shape_plan.h"
@@ -23,7 +24,10 @@ namespace kiln::jit {
 
 // The runs at these shapes: maximal stretches of at least two consecutive groups, each
 // `compilable` (jit/exec/memory_plan.h), with a conv2d_nchwc kernel whose batch (the same for
-// the stretch) is more than 1 and whose outputs' leading dim is that batch.
+// the stretch) is more than 1, whose outputs' leading dim is that batch, and whose largest
+// activation is at least Executable::image_run_min_bytes an image: where a batch's values leave
+// the cache between groups, not where they stay in it and image by image would only read each
+// group's weights once an image.
 std::vector<SampleRun> find_sample_runs(const Executable& x, const ShapePlan& sp, const std::vector<bool>& compilable);
 
 }  // namespace kiln::jit

@@ -36,6 +36,20 @@ void parallel_range(std::int64_t n, std::int64_t cost_per_item,
     (void)done.load(std::memory_order_acquire);
 }
 
+void parallel_tasks(std::int64_t n, const std::function<void(std::int64_t)>& fn) {
+    if (n <= 0) return;
+    if (n == 1 || parallel_width() == 1) {
+        for (std::int64_t i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    std::atomic<std::int64_t> done{0};  // the join, visible to ThreadSanitizer (parallel_range)
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 1), [&](const tbb::blocked_range<std::int64_t>& r) {
+        for (std::int64_t i = r.begin(); i < r.end(); ++i) fn(i);
+        done.fetch_add(1, std::memory_order_release);
+    });
+    (void)done.load(std::memory_order_acquire);
+}
+
 int parallel_width() {
     const std::size_t cap = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
     const int arena = tbb::this_task_arena::max_concurrency();

@@ -108,6 +108,10 @@ void for_each_row(const Shape& shape, const std::array<const std::vector<std::in
 void parallel_range(std::int64_t n, std::int64_t cost_per_item,
                     const std::function<void(std::int64_t, std::int64_t)>& fn);
 
+// Runs fn(i) for every i in [0, n), each its own task across the current thread arena (in
+// any order, some at once); returns when all have run.
+void parallel_tasks(std::int64_t n, const std::function<void(std::int64_t)>& fn);
+
 // The number of threads parallel_range may use from here (the current arena's concurrency,
 // capped by KILN_NUM_THREADS): kernels that split work into parts size them with it.
 int parallel_width();
