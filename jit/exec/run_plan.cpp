@@ -236,6 +236,9 @@ private:
     std::byte* arena();
     // Returns true when this call made the group's derived buffers (GroupRuntime::add_derived).
     bool run_compiled(const CompiledVersion& v, const GroupRuntime& gr);
+    // The group's input `id` for compiled code: its place in the arena, or its tensor's data
+    // (a dense copy in `keep` for a strided one).
+    void* input_buffer(std::size_t id);
     // The group's output `id` for compiled code: the caller's tensor, its place in the arena,
     // or a tensor of its own (a value of the image region, MemoryPlan::image_bytes, when its
     // run goes group by group).
@@ -336,6 +339,14 @@ void CallRunner::release_inputs(std::size_t id, std::int32_t upto) {
     }
 }
 
+void* CallRunner::input_buffer(std::size_t id) {
+    if (!s_.val[id] && s_.addr[id]) return s_.addr[id];
+    const Tensor& t = tensor(id);
+    if (t.is_contiguous()) return t.data();
+    s_.keep.push_back(t.contiguous());  // lives until the kernel (or the run) returns
+    return s_.keep.back().data();
+}
+
 void* CallRunner::output_buffer(std::size_t id) {
     const auto out = static_cast<ir::ValueId>(id);
     if (const Tensor* c = caller_buffer(g_, inputs_, caller_outputs_, out)) {
@@ -381,20 +392,7 @@ bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
     // the GPU tier adds the copies a group needs where its code's place and its inputs' differ.
     s_.keep.clear();  // dense copies of strided inputs live until the kernel returns
     s_.buffers.clear();
-    for (auto in : g.inputs) {
-        auto id = static_cast<std::size_t>(in);
-        if (!s_.val[id] && s_.addr[id]) {
-            s_.buffers.push_back(s_.addr[id]);
-            continue;
-        }
-        const Tensor& t = tensor(id);
-        if (t.is_contiguous()) {
-            s_.buffers.push_back(t.data());
-        } else {
-            s_.keep.push_back(t.contiguous());
-            s_.buffers.push_back(s_.keep.back().data());
-        }
-    }
+    for (auto in : g.inputs) s_.buffers.push_back(input_buffer(static_cast<std::size_t>(in)));
     for (auto out : g.outputs) s_.buffers.push_back(output_buffer(static_cast<std::size_t>(out)));
     // After the outputs (kir::Derived).
     const bool made = !k.derived.empty() && v.code->reads_derived() && gr.add_derived(s_.buffers);
@@ -525,18 +523,7 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         };
         for (auto in : gr.group.inputs) {
             const auto id = static_cast<std::size_t>(in);
-            if (image_value(id)) continue;
-            if (!s_.val[id] && s_.addr[id]) {
-                rg.buffers.push_back(s_.addr[id]);
-                continue;
-            }
-            const Tensor& t = tensor(id);
-            if (t.is_contiguous()) {
-                rg.buffers.push_back(t.data());
-            } else {
-                s_.keep.push_back(t.contiguous());
-                rg.buffers.push_back(s_.keep.back().data());
-            }
+            if (!image_value(id)) rg.buffers.push_back(input_buffer(id));
         }
         for (auto out : gr.group.outputs) {
             const auto id = static_cast<std::size_t>(out);
