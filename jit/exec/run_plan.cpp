@@ -29,6 +29,11 @@ const Shape& buffer_shape(const passes::Group& g, const ShapePlan& sp, std::size
     return sp.shapes[static_cast<std::size_t>(v)];
 }
 
+// The kind of code a compiled version is, for the profile.
+profiling::CodeKind code_kind(const CompiledVersion& v) {
+    return v.tier < 2 ? profiling::CodeKind::baseline : v.generic ? profiling::CodeKind::generic : profiling::CodeKind::specialised;
+}
+
 }  // namespace
 
 void trace_guard_failure(profiling::ChromeTrace& tr, const GroupRuntime& gr, const Guard& guard, const std::int64_t* params,
@@ -112,6 +117,24 @@ struct CallScratch {
     std::vector<RunGroup> run;
     std::unique_ptr<std::atomic<std::uint64_t>[]> run_ns;  // per group of the run: its time (images may run at once)
     std::size_t run_ns_size = 0;
+    // The image region's block of the image this level computes (MemoryPlan::image_bytes), and
+    // its launches' buffers: kept, as large as the largest region needed, so that a
+    // steady-state run allocates nothing. An image run as a task takes a level of its own.
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> image{nullptr, [](std::byte* q) { std::free(q); }};
+    std::size_t image_capacity = 0;
+    std::vector<void*> image_buffers;
+    std::byte* image_block(std::size_t bytes) {
+        if (image_capacity < bytes) {
+            image.reset();
+            image_capacity = 0;
+            const std::size_t size = support::checked_round_up(bytes, kArenaAlign, "the image region");
+            auto* q = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, size));
+            if (!q) throw std::bad_alloc();
+            image.reset(q);
+            image_capacity = size;
+        }
+        return image.get();
+    }
 
     void clear() {
         owned.clear();  // destroys the tensors, keeps the capacity
@@ -123,8 +146,9 @@ struct CallScratch {
     }
 };
 
-// One scratch per nesting level per thread: a call can start on a thread that is inside
-// another call (TBB runs other tasks while a parallel kernel waits).
+// One scratch per nesting level per thread: a call, or an image of a run (run_images), can
+// start on a thread that is inside another call (TBB runs other tasks while a parallel kernel
+// waits).
 class ScratchStack {
 public:
     CallScratch& push() {
@@ -146,54 +170,6 @@ struct ScratchLease {
     ScratchLease(const ScratchLease&) = delete;
     ScratchLease& operator=(const ScratchLease&) = delete;
     ~ScratchLease() { t_scratch.pop(); }
-};
-
-// The image region's block of one image being computed (jit/exec/memory_plan.h), and the
-// buffer pointers of its launches: per thread, one per nesting level (a thread waiting in a
-// parallel kernel may run another call's image), grown to the largest region and kept, so
-// that a steady-state run allocates nothing.
-class ImageBlocks {
-public:
-    struct Block {
-        std::unique_ptr<std::byte[], void (*)(std::byte*)> p{nullptr, [](std::byte* q) { std::free(q); }};
-        std::size_t bytes = 0;
-        std::vector<void*> buffers;
-    };
-    Block& push(std::size_t bytes) {
-        if (depth_ == stack_.size()) stack_.push_back(std::make_unique<Block>());
-        Block& b = *stack_[depth_];
-        if (b.bytes < bytes) {
-            b.p.reset();
-            b.bytes = 0;
-            const std::size_t size = support::checked_round_up(bytes, kArenaAlign, "the image region");
-            auto* q = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, size));
-            if (!q) throw std::bad_alloc();
-            b.p.reset(q);
-            b.bytes = size;
-        }
-        ++depth_;
-        return b;
-    }
-    void pop() { --depth_; }
-
-private:
-    std::vector<std::unique_ptr<Block>> stack_;
-    std::size_t depth_ = 0;
-};
-
-thread_local ImageBlocks t_image_blocks;
-
-class ImageBlockLease {
-public:
-    explicit ImageBlockLease(std::size_t bytes) : b_(t_image_blocks.push(bytes)) {}
-    ImageBlockLease(const ImageBlockLease&) = delete;
-    ImageBlockLease& operator=(const ImageBlockLease&) = delete;
-    ~ImageBlockLease() { t_image_blocks.pop(); }
-    std::byte* block() const { return b_.p.get(); }
-    std::vector<void*>& buffers() const { return b_.buffers; }
-
-private:
-    ImageBlocks::Block& b_;
 };
 
 // One call. It is the ValueEnv through which tier 0's code reads and defines values.
@@ -454,9 +430,7 @@ void CallRunner::run_group(GroupRuntime& gr, bool jit, int& top) {
                 // slower than tier 1's, which then kept the signature).
                 if (run_compiled(*v, gr) && !tr) weight = 0;
                 ran = v->tier;
-                kind = v->tier < 2  ? profiling::CodeKind::baseline
-                       : v->generic ? profiling::CodeKind::generic
-                                    : profiling::CodeKind::specialised;
+                kind = code_kind(*v);
                 top = std::max(top, v->tier);
                 prof.compiled_calls.fetch_add(1, std::memory_order_relaxed);
                 done = true;
@@ -572,12 +546,12 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
     const bool tasks = width > 1 && (r.batch % width == 0 || r.batch >= 4 * width);
     if (tasks) {
         core::parallel_tasks(r.batch, [&](std::int64_t s) {
-            ImageBlockLease lease(mp_.image_region_bytes);
-            image(s, lease.block(), lease.buffers(), true);
+            ScratchLease level;
+            image(s, level.s.image_block(mp_.image_region_bytes), level.s.image_buffers, true);
         });
     } else {
-        ImageBlockLease lease(mp_.image_region_bytes);
-        for (std::int64_t s = 0; s < r.batch; ++s) image(s, lease.block(), lease.buffers(), false);
+        std::byte* block = s_.image_block(mp_.image_region_bytes);
+        for (std::int64_t s = 0; s < r.batch; ++s) image(s, block, s_.image_buffers, false);
     }
     for (std::size_t k = 0; k < count; ++k) {
         GroupRuntime& gr = *x_.groups[first + k];
@@ -588,9 +562,7 @@ bool CallRunner::run_images(const SampleRun& r, int& top) {
         prof.image_calls.fetch_add(1, std::memory_order_relaxed);
         top = std::max(top, v.tier);
         if (v.tier < rg.code->versions.front().tier && !rg.preferred) guard_failed(gr, *rg.code, v.tier, rg.params.data());
-        const profiling::CodeKind kind = v.tier < 2  ? profiling::CodeKind::baseline
-                                         : v.generic ? profiling::CodeKind::generic
-                                                     : profiling::CodeKind::specialised;
+        const profiling::CodeKind kind = code_kind(v);
         // Images as tasks: the time summed over the threads, shared out among them.
         const std::uint64_t ns = s_.run_ns[k].load(std::memory_order_relaxed) / static_cast<std::uint64_t>(tasks ? width : 1);
         finish_group(gr, true, v.tier, kind, rg.weight, ns, compiles, rg.params);
