@@ -218,6 +218,11 @@ inline std::vector<ConvCase> cases() {
     add([](ConvCase& c) { c.c = 800; c.o = 40; c.h = 14; c.w = 14; c.kh = 1; c.kw = 1; c.epi = 3; });
     add([](ConvCase& c) { c.c = 200; c.o = 48; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.epi = 1; });
     add([](ConvCase& c) { c.c = 192; c.o = 96; c.h = 7; c.w = 7; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 4; });
+    // Their depth in blocks (gemm_chan.cpp, chan_depth_block()), as squeezenet1_1's classifier
+    // (512 -> 1000 at 13 x 13): 520 input channels (blocks of 128 and a last one of 8 at 512
+    // bits, 256 and 8 at 256), 80 output channels (at 512 bits the last tile on one vector), 169 pixels
+    // (chunks of kChanBlockRuns runs and a shorter last one), two samples, relu.
+    add([](ConvCase& c) { c.c = 520; c.o = 80; c.h = 13; c.w = 13; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 1; });
     // A dense 1x1 over an image larger than the grid kept in L2, of depth 40: its tiles
     // prefetch the strips ahead (gemm_conv.cpp, kGridPrefetchStrips), the last strip of
     // each channel past the image; 19 output channels leave a partial row tile.

@@ -201,6 +201,15 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
         CHECK_FALSE(tier2_reads_derived(k, 32));
         CHECK(tier2_reads_derived(*dlow.kernel, 32));
         CHECK_FALSE(tier2_reads_derived(*dlow.kernel, 16));
+        // A depth in blocks (the classifier's shape, smaller) runs on the channel lanes at both widths.
+        ConvCase deep = dense;
+        deep.c = 520;
+        deep.o = 80;
+        deep.h = deep.w = 13;
+        Graph deepg = make_graph(deep, {1, 520, 13, 13});
+        const test::Lowered deeplow = test::lower_one_group(deepg);
+        CHECK(tier2_reads_derived(*deeplow.kernel, 32));
+        if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) CHECK(tier2_reads_derived(*deeplow.kernel, 0));
     } else {
         MESSAGE("skipped the channel-lane check: the kernels' instruction set is portable");
     }

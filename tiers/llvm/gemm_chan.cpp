@@ -104,6 +104,13 @@ std::int64_t GemmGen::chan_run() {
     return chan <= 0.95 * pixel ? run : 0;
 }
 
+std::int64_t GemmGen::chan_depth_block() {
+    auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
+    const std::int64_t k = bound_value(k_dim_), tile = 2 * vw_ * es_;  // a depth step's bytes of a tile's weights
+    if (!dense_c || !dense_c->isOne() || k < 1 || k * tile <= 2 * kChanDepthBytes) return 0;
+    return kChanDepthBytes / tile;
+}
+
 void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
     const std::int64_t R = chan_run(), CT = 2 * vw_;
     const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
@@ -152,10 +159,26 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
             // are stored, as output pixels from `col`.
             // nv: the tile's vectors of channels, 2, or 1 for a last tile of at most VW
             // channels (112 channels at 512 bits: three tiles of 32 and one of 16).
-            auto run = [&](Value* base, Value* lead, Value* col, Value* n, Value* rows_at, int nv) {
+            // With depth blocks (slot: the run's place among cpart_'s), the input channels
+            // [c0, c1): the first block starts from zero, the others from the partial sums,
+            // and all but the last leave them in cpart_.
+            auto run = [&](Value* base, Value* lead, Value* col, Value* n, Value* rows_at, int nv, Value* c0 = nullptr,
+                           Value* c1 = nullptr, Value* slot = nullptr) {
                 Value* zero = llvm::ConstantAggregateZero::get(vt_);
-                for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
-                loop(i64(0), geo.cin, i64(1), "chan.ci", [&](Value* ci) {
+                auto partp = [&](std::int64_t i) {
+                    return b_.CreateInBoundsGEP(cpart_->getAllocatedType(), cpart_,
+                                                {i64(0), b_.CreateAdd(b_.CreateMul(slot, i64(2 * R)), i64(i))});
+                };
+                auto zero_all = [&] {
+                    for (std::int64_t i = 0; i < 2 * R; ++i) b_.CreateAlignedStore(zero, accp(i), va);
+                };
+                if (!slot) zero_all();
+                else
+                    if_else(b_.CreateICmpEQ(c0, i64(0)), zero_all, [&] {
+                        for (std::int64_t i = 0; i < 2 * R; ++i)
+                            b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, partp(i), va), accp(i), va);
+                    });
+                loop(slot ? c0 : i64(0), slot ? c1 : geo.cin, i64(1), "chan.ci", [&](Value* ci) {
                     Value* pc = elem(base, b_.CreateMul(ci, cstride));
                     Value* kci = b_.CreateMul(ci, im_khw_);
                     taps(kh, "chan.i", 1, [&](Value* i) {
@@ -197,20 +220,27 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                         });
                     });
                 }, true);
-                // Transposed in registers into the stack tile: row c (a channel) holds the
-                // run's pixels, VW apart, for the epilogue's vector loops.
-                for (int v = 0; v < nv; ++v) {
-                    std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
-                    for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
-                    transpose(sq);
-                    for (int c = 0; c < vw_; ++c) {
-                        if (rows_at)
-                            b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(rows_at, i64((v * vw_ + c) * crows_ld_)), ea);
-                        else
-                            b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(tile_, i64((v * vw_ + c) * vw_)), va);
+                auto finish = [&] {
+                    // Transposed in registers into the stack tile: row c (a channel) holds the
+                    // run's pixels, VW apart, for the epilogue's vector loops.
+                    for (int v = 0; v < nv; ++v) {
+                        std::vector<Value*> sq(static_cast<std::size_t>(vw_), llvm::PoisonValue::get(vt_));
+                        for (std::int64_t r = 0; r < R; ++r) sq[static_cast<std::size_t>(r)] = b_.CreateAlignedLoad(vt_, accp(2 * r + v), va);
+                        transpose(sq);
+                        for (int c = 0; c < vw_; ++c) {
+                            if (rows_at)
+                                b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(rows_at, i64((v * vw_ + c) * crows_ld_)), ea);
+                            else
+                                b_.CreateAlignedStore(sq[static_cast<std::size_t>(c)], elem(tile_, i64((v * vw_ + c) * vw_)), va);
+                        }
                     }
-                }
-                if (!rows_at) epilogue(elem(tile_, lead), vw_, row0, count, col, n);
+                    if (!rows_at) epilogue(elem(tile_, lead), vw_, row0, count, col, n);
+                };
+                if (!slot) return finish();
+                if_else(b_.CreateICmpEQ(c1, geo.cin), finish, [&] {
+                    for (std::int64_t i = 0; i < 2 * R; ++i)
+                        b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(i), va), partp(i), va);
+                });
             };
             auto runs = [&](int nv) {
                 if (dense) {
@@ -224,11 +254,27 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                     // 512 bits in masked vectors of 12 of 16 lanes, and of 1 for the last pixel of
                     // 49 (the same conv 0.27 -> 0.215 ms with rows, ONNX Runtime 0.22; without
                     // SiLU 0.214 -> 0.199; 160 -> 960 at 7 x 7 0.159 -> 0.140; 1 thread).
-                    loop(j0, j1, i64(R), "chan.x", [&](Value* xa) {
+                    auto one = [&](Value* xa, Value* end, Value* c0, Value* c1, Value* slot) {
                         Value* x0 = smin(xa, b_.CreateSub(n_, i64(R)));
                         Value* at = crows_ ? elem(crows_, b_.CreateAdd(b_.CreateSub(x0, j0), i64(R))) : nullptr;
-                        run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), j1), xa), at, nv);
-                    }, true);
+                        run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), end), xa), at, nv,
+                            c0, c1, slot);
+                    };
+                    // Depth blocks (chan_depth_block()): kChanBlockRuns runs at a time, each
+                    // block of input channels over all of them before the next.
+                    if (const std::int64_t kcb = chan_depth_block(); kcb > 0) {
+                        loop(j0, j1, i64(kChanBlockRuns * R), "chan.xc", [&](Value* xc) {
+                            Value* xe = smin(b_.CreateAdd(xc, i64(kChanBlockRuns * R)), j1);
+                            loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
+                                Value* c1 = smin(b_.CreateAdd(c0, i64(kcb)), geo.cin);
+                                loop(xc, xe, i64(R), "chan.x", [&](Value* xa) {
+                                    one(xa, j1, c0, c1, b_.CreateSDiv(b_.CreateSub(xa, xc), i64(R)));
+                                }, true);
+                            }, true);
+                        }, true);
+                    } else {
+                        loop(j0, j1, i64(R), "chan.x", [&](Value* xa) { one(xa, j1, nullptr, nullptr, nullptr); }, true);
+                    }
                     if (crows_) long_epilogue(elem(crows_, i64(R)), crows_ld_, row0, count, j0, b_.CreateSub(j1, j0));
                     return;
                 }
