@@ -232,6 +232,10 @@ inline std::vector<ConvCase> cases() {
     // tiles are 3 vectors wide (gemm.cpp), and the runs of its strips, cut at the rows' ends,
     // vary in length (the epilogue's whole vectors, then scalars).
     add([](ConvCase& c) { c.c = 3; c.o = 12; c.h = 20; c.w = 60; c.pad = {1, 1}; c.stride = {2, 2}; c.epi = 4; });
+    // A stem of a shallow depth (27) whose grid is larger than kGridWholeBytes, in one chunk
+    // all the same (gemm_conv.cpp, kGridShallowDepth): 3 -> 20 at stride 2 onto 60 x 60 (row
+    // tiles of 8, 8 and 4 at 512 bits), relu, two samples.
+    add([](ConvCase& c) { c.c = 3; c.o = 20; c.h = 120; c.w = 120; c.pad = {1, 1}; c.stride = {2, 2}; c.n = 2; c.epi = 1; });
     // 3x3 convs of stride 1 with at least 16 channels each way onto outputs of 12 pixels a
     // side or more: Winograd F(4x4, 3x3) at 256 and 512 bits (kir::MatmulHint::winograd):
     // 40 output channels (a tile and a part of one) on two samples in four bands per column

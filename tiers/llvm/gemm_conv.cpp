@@ -19,6 +19,14 @@ namespace kiln::tiers::llvm_tier::gemm_detail {
 // it (measured: mobilenet_v2's 16 -> 96 1x1 at 112 x 112, 1.9 -> 0.46 ms; AMD EPYC Zen 4).
 constexpr std::int64_t kGridChunkBytes = 16 * 1024;
 constexpr std::int64_t kGridWholeBytes = 256 * 1024;
+// A depth of at most this many (a stem of 3 channels and a 3 x 3 filter: 27) makes the whole
+// grid one chunk too: chunks of a few strips (4 at depth 27, 512-bit) had each row tile
+// store a few lines into each of its output planes in turn, 64 planes per chunk, whose lines
+// came in at the pace of demand misses. squeezenet1_1's stem (3 -> 64, 3 x 3, stride 2,
+// 224 -> 111), tier 2, AMD EPYC Zen 5: 1 thread 0.33-0.54 -> 0.28-0.29 ms in four of five
+// interleaved pairs (ONNX Runtime 0.28-0.33), batch 8 with 2 threads 3.5-4.4 -> 2.0-2.2 ms
+// (ONNX Runtime 2.55); 256-bit within noise (0.56-0.65 against 0.51-0.71).
+constexpr std::int64_t kGridShallowDepth = 32;
 // micro_grid(): the most taps of a bound filter row emitted one by one rather than looped
 // with 256-bit vectors (a 3-tap loop's control cost a quarter of its 12 FMAs on AVX2; the
 // short pipeline has no unroll pass). The filter's rows stay a loop: a whole 3 x 3 filter in
@@ -304,10 +312,12 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
         // Chunks of strips (kGridChunkBytes); per chunk, each row tile over its strips.
         Value* per_chunk = smax(b_.CreateSDiv(i64(kGridChunkBytes / (es_ * nr_)), smax(k_dim_, i64(1))), i64(1));
         // A grid of few strips whose B fits in L2 (kGridWholeBytes) is one chunk: each row
-        // tile of A is read once, from memory, and B from L2 by every row tile.
+        // tile of A is read once, from memory, and B from L2 by every row tile. So is a grid
+        // of a shallow depth (kGridShallowDepth), whatever its size.
         Value* strips = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(g1, g0), i64(nr_ - 1)), i64(nr_));
         Value* whole_b = b_.CreateMul(b_.CreateMul(strips, i64(nr_ * es_)), smax(k_dim_, i64(1)));
-        per_chunk = b_.CreateSelect(b_.CreateICmpSLE(whole_b, i64(kGridWholeBytes)), smax(per_chunk, strips), per_chunk);
+        Value* whole = b_.CreateOr(b_.CreateICmpSLE(whole_b, i64(kGridWholeBytes)), b_.CreateICmpSLE(k_dim_, i64(kGridShallowDepth)));
+        per_chunk = b_.CreateSelect(whole, smax(per_chunk, strips), per_chunk);
         Value* span = b_.CreateMul(per_chunk, i64(nr_));
         loop(g0, g1, span, "grid.chunk", [&](Value* gc) {
             Value* ge = smin(b_.CreateAdd(gc, span), g1);
