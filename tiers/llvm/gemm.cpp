@@ -153,7 +153,7 @@ void GemmGen::run(Value* begin, Value* end) {
             crows_ = b_.CreateAlloca(t_, i64(2 * vw_ * crows_ld_), "chan.rows");
             crows_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         }
-        if (chan_depth_block() > 0) {
+        if (chan_depth_block(run) > 0) {
             cpart_ = b_.CreateAlloca(llvm::ArrayType::get(vt_, static_cast<std::uint64_t>(kChanBlockRuns * 2 * run)), nullptr, "chan.part");
             cpart_->setAlignment(llvm::Align(static_cast<std::uint64_t>(es_ * vw_)));
         }

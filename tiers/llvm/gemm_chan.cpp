@@ -12,6 +12,10 @@
 //         for each pixel r: b = broadcast(grid[c][tap (i, j) of pixel r]); acc[r] += b * (w0, w1)
 //       the accumulators, transposed in registers into the stack tile, into the epilogue
 //
+// Where a tile's weights outgrow L1 (chan_depth_block()), the depth loop is cut into blocks of
+// input channels, each block run over kChanBlockRuns runs (of a dense image, or of whole
+// output rows) before the next, the runs' accumulators kept on the stack in between.
+//
 // The grid is grid()'s: the image for a dense 1x1 conv, else the phase planes of the block's
 // input rows; a run's pixels are consecutive in it (one base, constant offsets). The last
 // run of a row starts early enough to end at the row's end and stores only its new pixels.
@@ -21,6 +25,8 @@
 // lanes (resnet18's 512-channel 3x3 at 7 x 7, mobilenet_v2's 320 -> 1280 1x1 at 7 x 7, whose
 // rows of 7 took runs of 6 and 6; 1 thread, AMD EPYC Zen 4).
 #include "tiers/llvm/gemm_gen.h"
+
+#include <algorithm>
 
 namespace kiln::tiers::llvm_tier::gemm_detail {
 
@@ -104,11 +110,15 @@ std::int64_t GemmGen::chan_run() {
     return chan <= 0.95 * pixel ? run : 0;
 }
 
-std::int64_t GemmGen::chan_depth_block() {
+std::int64_t GemmGen::chan_depth_block(std::int64_t run) {
     auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
-    const std::int64_t k = bound_value(k_dim_), tile = 2 * vw_ * es_;  // a depth step's bytes of a tile's weights
-    if (!dense_c || !dense_c->isOne() || k < 1 || k * tile <= 2 * kChanDepthBytes) return 0;
-    return kChanDepthBytes / tile;
+    const bool dense = dense_c && dense_c->isOne();
+    const std::int64_t k = bound_value(k_dim_), khw = bound_value(im_khw_), ow = bound_value(im_ow_);
+    const std::int64_t tile = 2 * vw_ * es_;  // a depth step's bytes of a tile's weights
+    if (run < 1 || k < 1 || khw < 1 || k * tile <= 2 * kChanDepthBytes) return 0;
+    // Runs confined to output rows: whole rows of them share the partial sums' slots.
+    if (!dense && (ow < 1 || (ow + run - 1) / run > kChanBlockRuns)) return 0;
+    return std::max<std::int64_t>(1, kChanDepthBytes / tile / khw);
 }
 
 void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
@@ -262,7 +272,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                     };
                     // Depth blocks (chan_depth_block()): kChanBlockRuns runs at a time, each
                     // block of input channels over all of them before the next.
-                    if (const std::int64_t kcb = chan_depth_block(); kcb > 0) {
+                    if (const std::int64_t kcb = chan_depth_block(R); kcb > 0) {
                         loop(j0, j1, i64(kChanBlockRuns * R), "chan.xc", [&](Value* xc) {
                             Value* xe = smin(b_.CreateAdd(xc, i64(kChanBlockRuns * R)), j1);
                             loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
@@ -280,7 +290,8 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 }
                 Value* y0 = b_.CreateSDiv(j0, im_ow_);
                 Value* y1 = b_.CreateSDiv(b_.CreateSub(j1, i64(1)), im_ow_);
-                loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) {
+                // Row y's runs; with depth blocks, in the slots from slot0 on.
+                auto row = [&](Value* y, Value* c0, Value* c1, Value* slot0) {
                     Value* yo = b_.CreateMul(y, im_ow_);
                     Value* xs = smax(i64(0), b_.CreateSub(j0, yo));
                     Value* xe = smin(im_ow_, b_.CreateSub(j1, yo));
@@ -288,10 +299,26 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                         // The run [x0, x0 + R) ends inside the row; it stores [xa, min(xa + R, xe)).
                         Value* x0 = smin(xa, b_.CreateSub(im_ow_, i64(R)));
                         Value* g = b_.CreateAdd(b_.CreateMul(b_.CreateSub(y, geo.ya), geo.wq), x0);
+                        Value* slot = slot0 ? b_.CreateAdd(slot0, b_.CreateSDiv(b_.CreateSub(xa, xs), i64(R))) : nullptr;
                         run(elem(buf, g), b_.CreateSub(xa, x0), b_.CreateAdd(yo, xa),
-                            b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa), nullptr, nv);
+                            b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), xe), xa), nullptr, nv, c0, c1, slot);
                     }, true);
-                }, true);
+                };
+                // Depth blocks: as many whole rows at a time as have kChanBlockRuns runs.
+                if (const std::int64_t kcb = chan_depth_block(R); kcb > 0) {
+                    const std::int64_t per_row = (bound_value(im_ow_) + R - 1) / R, rows_at_once = kChanBlockRuns / per_row;
+                    loop(y0, b_.CreateAdd(y1, i64(1)), i64(rows_at_once), "chan.yc", [&](Value* yc) {
+                        Value* ye = smin(b_.CreateAdd(yc, i64(rows_at_once)), b_.CreateAdd(y1, i64(1)));
+                        loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
+                            Value* c1 = smin(b_.CreateAdd(c0, i64(kcb)), geo.cin);
+                            loop(yc, ye, i64(1), "chan.y", [&](Value* y) {
+                                row(y, c0, c1, b_.CreateMul(b_.CreateSub(y, yc), i64(per_row)));
+                            }, true);
+                        }, true);
+                    }, true);
+                } else {
+                    loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) { row(y, nullptr, nullptr, nullptr); }, true);
+                }
             };
             // A last tile of at most VW channels runs on one vector of them (half the FMAs),
             // emitted only where the group's channels leave one (row blocks are whole tiles:

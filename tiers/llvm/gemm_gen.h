@@ -47,12 +47,16 @@ inline constexpr std::int64_t kMaxChanRun = 7;
 // chan() at 256 bits: 2 R accumulators, two weight vectors and the broadcast in 16 registers.
 inline constexpr std::int64_t kMaxChanRun256 = 6;
 inline constexpr std::int64_t kMinChanRun = 4;
-// chan() on a dense image whose tile of weights is larger than twice this: the depth in
-// blocks of this many bytes of the tile's weights (they stay in L1 while kChanBlockRuns runs
-// read them), the runs' partial sums kept on the stack between blocks. 1 thread, AMD EPYC
-// Zen 5, 512 bits: squeezenet1_1's classifier (512 -> 1000 at 13 x 13, whose tile of 32
-// channels reads 64 KB of weights a run) 1.08-1.27 -> 0.84-0.98 ms (ONNX Runtime 0.81-0.93);
-// blocks of 8 KB or runs 4 or 8 at a time were no faster, 32 KB slower.
+// chan() where a tile's weights are larger than twice this: the depth in blocks of this many
+// bytes of the tile's weights (they stay in L1 while kChanBlockRuns runs read them: of a
+// dense image, or the runs of as many whole output rows), the runs' partial sums kept on the
+// stack between blocks. 1 thread, AMD EPYC Zen 5, 512 bits: squeezenet1_1's classifier
+// (512 -> 1000 1x1 at 13 x 13, whose tile of 32 channels reads 64 KB of weights a run)
+// 1.08-1.27 -> 0.84-0.98 ms (ONNX Runtime 0.81-0.93); resnet18's 512 -> 512 3x3 at 7 x 7
+// (590 KB a tile) 1.34-1.40 -> 1.08-1.11 ms (ONNX Runtime 1.05-1.09), its 256 -> 512 of
+// stride 2 0.66 -> 0.61 ms, the whole model at batch 1 13.9-14.3 -> 12.8-13.0 ms with the
+// same median tier-2 compile (15.3-16.1 ms); blocks of 8 KB or runs 4 or 8 at a time were
+// no faster, 32 KB slower.
 inline constexpr std::int64_t kChanDepthBytes = 16384;
 inline constexpr std::int64_t kChanBlockRuns = 16;
 static_assert(kDwCols <= kStreamRows * kStreamCols, "depthwise() runs in the stack buffer");
@@ -233,9 +237,11 @@ private:
     // kChanRowsMax pixels.
     bool chan_rows(bool dense, std::int64_t npix) const { return dense && (vw_ * es_ == 32 || npix <= kChanRowsMax); }
     void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
-    // chan()'s depth blocks for a dense image: the input channels of one (a tile's weights of
-    // them in kChanDepthBytes), or 0 where the whole depth's weights fit (one block).
-    std::int64_t chan_depth_block();
+    // chan()'s depth blocks at runs of `run` pixels: the input channels of one (a tile's
+    // weights of them in kChanDepthBytes, at least one channel), or 0 where the whole depth's
+    // weights fit (one block) or a row of an image that is not dense has more than
+    // kChanBlockRuns runs.
+    std::int64_t chan_depth_block(std::int64_t run);
     // Transposes VW vectors of VW lanes in place: m[c][r] = m[r][c] (shuffles).
     void transpose(std::vector<Value*>& m);
     // The element of tap (i, j) for grid pixel 0 of the planes of one input channel at pl.
