@@ -252,6 +252,17 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                         b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, accp(i), va), partp(i), va);
                 });
             };
+            // Depth blocks (chan_depth_block()): the range [lo, hi) (pixels or output rows) in
+            // pieces of `span`, each piece over every block of kcb input channels in turn:
+            // inner(piece begin, piece end, block's first channel, its end).
+            auto in_blocks = [&](Value* lo, Value* hi, std::int64_t span, std::int64_t kcb, auto inner) {
+                loop(lo, hi, i64(span), "chan.piece", [&](Value* p0) {
+                    Value* p1 = smin(b_.CreateAdd(p0, i64(span)), hi);
+                    loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
+                        inner(p0, p1, c0, smin(b_.CreateAdd(c0, i64(kcb)), geo.cin));
+                    }, true);
+                }, true);
+            };
             auto runs = [&](int nv) {
                 if (dense) {
                     // The image as one row: the run [x0, x0 + R) ends inside it (R <= its pixels)
@@ -270,18 +281,13 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                         run(elem(buf, x0), b_.CreateSub(xa, x0), xa, b_.CreateSub(smin(b_.CreateAdd(xa, i64(R)), end), xa), at, nv,
                             c0, c1, slot);
                     };
-                    // Depth blocks (chan_depth_block()): kChanBlockRuns runs at a time, each
-                    // block of input channels over all of them before the next.
+                    // Depth blocks: kChanBlockRuns runs at a time.
                     if (const std::int64_t kcb = chan_depth_block(R); kcb > 0) {
-                        loop(j0, j1, i64(kChanBlockRuns * R), "chan.xc", [&](Value* xc) {
-                            Value* xe = smin(b_.CreateAdd(xc, i64(kChanBlockRuns * R)), j1);
-                            loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
-                                Value* c1 = smin(b_.CreateAdd(c0, i64(kcb)), geo.cin);
-                                loop(xc, xe, i64(R), "chan.x", [&](Value* xa) {
-                                    one(xa, j1, c0, c1, b_.CreateSDiv(b_.CreateSub(xa, xc), i64(R)));
-                                }, true);
+                        in_blocks(j0, j1, kChanBlockRuns * R, kcb, [&](Value* xc, Value* xe, Value* c0, Value* c1) {
+                            loop(xc, xe, i64(R), "chan.x", [&](Value* xa) {
+                                one(xa, j1, c0, c1, b_.CreateSDiv(b_.CreateSub(xa, xc), i64(R)));
                             }, true);
-                        }, true);
+                        });
                     } else {
                         loop(j0, j1, i64(R), "chan.x", [&](Value* xa) { one(xa, j1, nullptr, nullptr, nullptr); }, true);
                     }
@@ -307,15 +313,11 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 // Depth blocks: as many whole rows at a time as have kChanBlockRuns runs.
                 if (const std::int64_t kcb = chan_depth_block(R); kcb > 0) {
                     const std::int64_t per_row = (bound_value(im_ow_) + R - 1) / R, rows_at_once = kChanBlockRuns / per_row;
-                    loop(y0, b_.CreateAdd(y1, i64(1)), i64(rows_at_once), "chan.yc", [&](Value* yc) {
-                        Value* ye = smin(b_.CreateAdd(yc, i64(rows_at_once)), b_.CreateAdd(y1, i64(1)));
-                        loop(i64(0), geo.cin, i64(kcb), "chan.kb", [&](Value* c0) {
-                            Value* c1 = smin(b_.CreateAdd(c0, i64(kcb)), geo.cin);
-                            loop(yc, ye, i64(1), "chan.y", [&](Value* y) {
-                                row(y, c0, c1, b_.CreateMul(b_.CreateSub(y, yc), i64(per_row)));
-                            }, true);
+                    in_blocks(y0, b_.CreateAdd(y1, i64(1)), rows_at_once, kcb, [&](Value* yc, Value* ye, Value* c0, Value* c1) {
+                        loop(yc, ye, i64(1), "chan.y", [&](Value* y) {
+                            row(y, c0, c1, b_.CreateMul(b_.CreateSub(y, yc), i64(per_row)));
                         }, true);
-                    }, true);
+                    });
                 } else {
                     loop(y0, b_.CreateAdd(y1, i64(1)), i64(1), "chan.y", [&](Value* y) { row(y, nullptr, nullptr, nullptr); }, true);
                 }
