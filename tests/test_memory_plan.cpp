@@ -8,13 +8,21 @@
 
 #include "jit/exec/shape_plan.h"
 #include "jit/exec/memory_plan.h"
+#include "jit/exec/sample_runs.h"
 #include "jit/exec/run_plan.h"
 #include "reference.h"
 #include "src/core/allocator.h"
 #include "src/passes/fuse.h"
 #include "have_tier.h"
+#if defined(KILN_HAVE_ASMJIT)
+#include "tiers/asmjit/asmjit_tier.h"
+#endif
+#if defined(KILN_HAVE_LLVM)
+#include "tiers/llvm/llvm_tier.h"
+#endif
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -88,12 +96,14 @@ bool overlap(const jit::LiveBuffer& a, std::size_t oa, const jit::LiveBuffer& b,
 }
 
 // The memory plan the engine makes for `g` at `shapes`, with every group compilable.
-jit::MemoryPlan plan_for(const Graph& g, const std::vector<Shape>& shapes, passes::Partition* out = nullptr) {
+// `images`: with the groups that run image by image (jit::image_major_groups), as a call plans.
+jit::MemoryPlan plan_for(const Graph& g, const std::vector<Shape>& shapes, passes::Partition* out = nullptr, bool images = false) {
     const auto plan = jit::lower_function(g.impl());
     auto sp = jit::make_shape_plan(*plan, shapes, "test");
     passes::Partition p = plan->partition;
     std::vector<bool> compilable(p.groups.size(), true);
-    jit::MemoryPlan mp = jit::plan_memory(*g.impl(), p, compilable, sp->shapes);
+    const std::vector<std::int64_t> group_images = images ? jit::image_major_groups(*plan, *sp, compilable) : std::vector<std::int64_t>{};
+    jit::MemoryPlan mp = jit::plan_memory(*g.impl(), p, compilable, sp->shapes, {}, group_images);
     if (out) *out = std::move(p);
     return mp;
 }
@@ -332,8 +342,9 @@ Graph concat_graph(std::int64_t c1, bool shared) {
 }
 
 // The concats of `mp` whose operands sit inside them, and checks that each operand's offset
-// is its place in the concat.
-int joined_concats(const Graph& g, const jit::MemoryPlan& mp) {
+// is its place in the concat (in image 0's part of it, `images` parts of the concat's bytes
+// each, which are its pieces' distance: MemoryPlan::join_pitch).
+int joined_concats(const Graph& g, const jit::MemoryPlan& mp, std::int64_t images = 1) {
     const ir::Graph& ig = *g.impl();
     int joined = 0;
     for (std::size_t v = 0; v < ig.nodes.size(); ++v) {
@@ -343,9 +354,13 @@ int joined_concats(const Graph& g, const jit::MemoryPlan& mp) {
         for (auto in : ig.nodes[v].inputs) {
             const auto id = static_cast<std::size_t>(in);
             all = all && mp.joined_into[id] == static_cast<std::int64_t>(v);
-            if (mp.joined_into[id] == static_cast<std::int64_t>(v)) CHECK(mp.offset[id] == at);
+            if (mp.joined_into[id] == static_cast<std::int64_t>(v)) {
+                CHECK(mp.offset[id] == at);
+                CHECK(mp.join_pitch[id] == (images > 1 ? static_cast<std::int64_t>(mp.live[v].bytes) / images : 0));
+            }
             at += static_cast<std::int64_t>(mp.live[id].bytes);
         }
+        if (all) CHECK(at - mp.offset[v] == static_cast<std::int64_t>(mp.live[v].bytes) / images);
         joined += all;
     }
     CHECK(static_cast<std::size_t>(joined) == mp.joined);
@@ -486,11 +501,11 @@ TEST_CASE("memory plan: freed host blocks of 128 KiB and more are reused, smalle
     CHECK(core::host_cached_bytes() == 0);
 }
 
-TEST_CASE("memory plan: a batch-1 concat of compiled values is joined: its operands are computed in place") {
-    // The plan: joined at batch 1 only (an axis of size > 1 before the channels cuts each
-    // operand into pieces), when the first operand's bytes are whole arena lines (16
-    // channels of 10 x 10: 6400 bytes; 3 channels: 1200, not), and when the concat alone
-    // reads its operands.
+TEST_CASE("memory plan: a concat of compiled values is joined: its operands are computed in place") {
+    // The plan without the groups that run image by image: joined at batch 1 only (an axis of
+    // size > 1 before the channels cuts each operand into pieces), when the first operand's
+    // bytes are whole arena lines (16 channels of 10 x 10: 6400 bytes; 3 channels: 1200, not),
+    // and when the concat alone reads its operands.
     struct Case {
         std::int64_t c1, batch;
         bool shared;
@@ -505,7 +520,19 @@ TEST_CASE("memory plan: a batch-1 concat of compiled values is joined: its opera
         check_layout(mp);
         CHECK(joined_concats(g, mp) == c.joined);
     }
-    // The results, compiled (joined at batch 1) against the interpreter, batches changing
+    // Across images, as a call plans (its convs run image by image): joined at batch 2 and 3 too,
+    // each operand in pieces (16 channels of 10 x 10 an image: whole lines; 3 channels: not).
+    for (const Case& c : {Case{16, 1, false, 1}, Case{16, 2, false, 1}, Case{16, 3, false, 1}, Case{3, 2, false, 0},
+                          Case{16, 2, true, 0}}) {
+        CAPTURE(c.c1);
+        CAPTURE(c.batch);
+        CAPTURE(c.shared);
+        Graph g = concat_graph(c.c1, c.shared);
+        jit::MemoryPlan mp = plan_for(g, {{c.batch, 8, 10, 10}}, nullptr, true);
+        check_layout(mp);
+        CHECK(joined_concats(g, mp, c.batch) == c.joined);
+    }
+    // The results, compiled (joined at every batch) against the interpreter, batches changing
     // (and at the first calls, while operands come from the interpreter, the concat copies).
     if (test::lacks_tier(2)) return;
     for (bool shared : {false, true}) {
@@ -531,4 +558,53 @@ TEST_CASE("memory plan: a batch-1 concat of compiled values is joined: its opera
             for (std::size_t k = 0; k < got.size(); ++k) CHECK(ref::max_rel_diff(got[k], want[k]) < 1e-4);
         }
     }
+    // Compiles in the background, every call checked: while one operand's group has code and
+    // the other's not yet, the concat copies one operand from its pieces in place (a strided
+    // view of them) and the other from the interpreter's tensor.
+    Options async = compiled_options();
+    async.async_compile = true;
+    Graph g = concat_graph(16, false);
+    Function fj = Engine(async).load(g);
+    Function fi = Engine(ref::interp_options()).load(g);
+    auto all_compiled = [&] {
+        int compiled = 0;
+        for (const auto& gr : fj.stats().groups) compiled += gr.kind != "opaque" && gr.compiled_calls > 0;
+        return compiled >= 3;
+    };
+    // Until every group ran compiled and 20 calls more (at most 20 s: compiles on a busy host).
+    const auto start = std::chrono::steady_clock::now();
+    int after = 0;
+    for (int i = 0; after < 20 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20); ++i) {
+        CAPTURE(i);
+        Tensor x = Tensor::randn({2 + i % 3, 8, 10, 10}, 500 + static_cast<std::uint64_t>(i % 64));
+        auto want = fi({x});
+        auto got = fj({x});
+        REQUIRE(got.size() == want.size());
+        CHECK(ref::max_rel_diff(got[0], want[0]) < 1e-4);
+        if (after > 0 || all_compiled()) ++after;
+    }
+    check_all_compiled(fj);
+    // The same with the first compiles failing (the first group's, tier 1 and 2): calls with
+    // the other operand's code but not the first's, whose concat copies from both.
+    auto fail_next = [](int n) {
+#if defined(KILN_HAVE_ASMJIT)
+        tiers::set_asmjit_fail_next_compiles(n);
+#endif
+#if defined(KILN_HAVE_LLVM)
+        tiers::set_llvm_fail_next_compiles(n);
+#endif
+    };
+    fail_next(1);
+    Function ff = Engine(compiled_options()).load(g);
+    for (int i = 0; i < 12; ++i) {
+        CAPTURE(i);
+        Tensor x = Tensor::randn({2 + i % 2, 8, 10, 10}, 600 + static_cast<std::uint64_t>(i));
+        CHECK(ref::max_rel_diff(ff({x})[0], fi({x})[0]) < 1e-4);
+    }
+    fail_next(0);
+    INFO(ff.stats().to_json());
+    // The concat's operands (its first two groups) ran compiled at different numbers of calls.
+    const FunctionStats fs = ff.stats();
+    REQUIRE(fs.groups.size() >= 2);
+    CHECK(fs.groups[0].compiled_calls != fs.groups[1].compiled_calls);
 }

@@ -65,7 +65,8 @@ bool may_return_view(ir::Op op) {
 }
 
 MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
-                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs) {
+                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs,
+                       std::span<const std::int64_t> group_images) {
     const std::size_t n = g.nodes.size();
     KILN_CHECK(compilable.size() == partition.groups.size() && shapes.size() == n && partition.group_of.size() == n,
                "plan_memory: partition, compilable flags and shapes disagree on sizes");
@@ -105,7 +106,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         }
     }
     // Joined concats (MemoryPlan::joined_into): operand -> concat, and each operand's offset in it.
-    std::vector<std::int64_t> joined_into(n, -1), inner(n, 0);
+    std::vector<std::int64_t> joined_into(n, -1), inner(n, 0), join_pitch(n, 0);
     std::vector<std::int32_t> joined_first(n, -1);
     std::vector<int> readers(n, 0);
     std::vector<bool> viewed(n, false);
@@ -123,22 +124,36 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         std::int64_t axis = cat.attrs.i("axis");
         if (axis < 0) axis += static_cast<std::int64_t>(shape.size());
         bool ok = axis >= 0 && axis < static_cast<std::int64_t>(shape.size());
-        for (std::int64_t d = 0; ok && d < axis; ++d) ok = shape[u(d)] == 1;
+        bool leading = true;  // only size-1 axes before the axis: the operands are one piece each
+        for (std::int64_t d = 0; ok && d < axis; ++d) leading = leading && shape[u(d)] == 1;
+        // Else, across images (MemoryPlan::join_pitch): axis 1 of a batch of N images.
+        const auto images = static_cast<std::size_t>(leading ? 1 : axis == 1 ? shape[0] : 0);
+        ok = ok && images >= 1 && (images == 1 || !group_images.empty());
         std::size_t at = 0;
         std::int32_t first = static_cast<std::int32_t>(gi);
+        auto in_a_run = [&](std::int32_t at_group) {
+            return std::any_of(runs.begin(), runs.end(), [&](const SampleRun& r) { return at_group >= r.first && at_group <= r.last; });
+        };
         for (std::size_t i = 0; ok && i < cat.inputs.size(); ++i) {
             const std::size_t in = u(cat.inputs[i]);
             ok = def_group[in] >= 0 && readers[in] == 1 && !viewed[in] && joined_into[in] < 0 &&
-                 g.nodes[in].type.dtype == cat.type.dtype && at % kArenaAlign == 0;
-            at += bytes_of(in);
+                 g.nodes[in].type.dtype == cat.type.dtype && at % kArenaAlign == 0 && bytes_of(in) % images == 0;
+            if (ok && images > 1) {
+                const auto def = u(def_group[in]);
+                ok = group_images[def] == static_cast<std::int64_t>(images) && partition.groups[def].outputs.size() == 1 &&
+                     !in_a_run(def_group[in]) && (bytes_of(in) / images) % kArenaAlign == 0;
+            }
+            if (!ok) break;
+            at += bytes_of(in) / images;
             first = std::min(first, def_group[in]);
         }
-        if (!ok || at != bytes_of(v)) continue;
+        if (!ok || at * images != bytes_of(v)) continue;
         at = 0;
         for (auto in : cat.inputs) {
             joined_into[u(in)] = static_cast<std::int64_t>(v);
             inner[u(in)] = static_cast<std::int64_t>(at);
-            at += bytes_of(u(in));
+            if (images > 1) join_pitch[u(in)] = static_cast<std::int64_t>(bytes_of(v) / images);
+            at += bytes_of(u(in)) / images;
         }
         joined_first[v] = first;
     }
@@ -179,6 +194,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
     mp.offset.assign(n, -1);
     mp.live.assign(n, LiveBuffer{});
     mp.joined_into = joined_into;
+    mp.join_pitch = join_pitch;
     std::vector<std::size_t> offsets;
     mp.arena_bytes = assign_offsets(buffers, offsets);
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -198,7 +214,8 @@ MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, c
         if (joined_into[v] < 0) continue;
         const auto cat = u(joined_into[v]);
         mp.offset[v] = mp.offset[cat] + inner[v];
-        mp.live[v] = {bytes_of(v), def_group[v], mp.live[cat].last};
+        const std::size_t pieces = join_pitch[v] > 0 ? bytes_of(cat) / static_cast<std::size_t>(join_pitch[v]) : 1;
+        mp.live[v] = {bytes_of(v) / pieces, def_group[v], mp.live[cat].last};
         ++mp.placed;
     }
     return mp;

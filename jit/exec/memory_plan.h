@@ -78,7 +78,18 @@ struct MemoryPlan {
     // alone and viewed by nothing, of whole kArenaAlign multiples but the last. Its output
     // is placed, living from its first operand's group on. (squeezenet1_1's fire modules,
     // batch 1: their concats copied 1.5 MB at 55 x 55.)
+    // At batch N > 1, a concat along axis 1 joins the same way where each operand's group runs
+    // its outer indices image by image (plan_memory's `group_images`, its only output the
+    // operand) outside every sample run, and each operand's bytes per image, and so its place
+    // in an image of the concat, are whole kArenaAlign multiples: the operand then sits in
+    // pieces, one per image, `join_pitch` bytes apart (below), and its group's code runs once
+    // per image, each time given the place of that image's piece (jit/exec/run_plan.cpp).
+    // (squeezenet1_1 at batch 8: its eight concats copied 46 MB a call.)
     std::vector<std::int64_t> joined_into;
+    // Per node id: for an operand of a concat joined across images, the concat's bytes per
+    // image (the distance from one of the operand's pieces to the next; `offset` is its piece of
+    // image 0 and live[id].bytes the bytes of one piece), else 0.
+    std::vector<std::int64_t> join_pitch;
     std::vector<SampleRun> runs;       // what plan_memory was given
     // Per node id: for a value computed and read only inside a run, its bytes per image, and
     // `offset` is then its place in the image region (its writer and readers address image s
@@ -96,9 +107,13 @@ bool may_return_view(ir::Op op);
 
 // The layout for one shape signature. `compilable[i]`: whether group i of `partition` can run
 // compiled at these shapes; `shapes`: every node's concrete shape (ShapePlan::shapes);
-// `runs`: the sample runs at these shapes (in order, disjoint, of compilable groups).
+// `runs`: the sample runs at these shapes (in order, disjoint, of compilable groups);
+// `group_images`: per group, the images N (> 1) whose outer indices its code runs one image
+// after another, each image's alone (jit/exec/sample_runs.h, image_major_groups), else 0 (or
+// empty: none).
 MemoryPlan plan_memory(const ir::Graph& g, const passes::Partition& partition, const std::vector<bool>& compilable,
-                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs = {});
+                       const std::vector<Shape>& shapes, std::span<const SampleRun> runs = {},
+                       std::span<const std::int64_t> group_images = {});
 
 // A MemoryPlan computed once, on first use, by whichever thread gets there first (lock-free;
 // a thread that loses the race drops its copy). Lives in the immutable, shared ShapePlan.

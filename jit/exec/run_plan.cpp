@@ -271,7 +271,8 @@ MemoryPlan CallRunner::make_memory_plan() const {
     const bool compiles = observer_ && observer_->compiles();
     for (const auto& gr : x_.groups)
         compilable.push_back(compiles && gr->kernel.has_value() && !has_empty_buffer(gr->group, sp_));
-    return plan_memory(g_, x_.partition, compilable, sp_.shapes, find_sample_runs(x_, sp_, compilable));
+    return plan_memory(g_, x_.partition, compilable, sp_.shapes, find_sample_runs(x_, sp_, compilable),
+                       image_major_groups(x_, sp_, compilable));
 }
 
 std::byte* CallRunner::arena() {
@@ -292,7 +293,10 @@ const Tensor& CallRunner::tensor(std::size_t id) {
     const DType dt = g_.nodes[id].type.dtype;
     const Shape& shape = sp_.shapes[id];
     auto offset = static_cast<std::int64_t>(static_cast<std::size_t>(p - s_.arena.data()) / dtype_size(dt));
-    s_.owned[id] = Tensor(s_.arena_storage, shape, contiguous_strides(shape), offset, dt);
+    std::vector<std::int64_t> strides = contiguous_strides(shape);
+    // An operand of a concat joined across images: one piece per image, join_pitch apart.
+    if (mp_.join_pitch[id] > 0) strides[0] = mp_.join_pitch[id] / static_cast<std::int64_t>(dtype_size(dt));
+    s_.owned[id] = Tensor(s_.arena_storage, shape, std::move(strides), offset, dt);
     s_.val[id] = &s_.owned[id];
     return s_.owned[id];
 }
@@ -375,6 +379,33 @@ bool CallRunner::run_compiled(const CompiledVersion& v, const GroupRuntime& gr) 
     tiers::LaunchArgs a = launch_args(gr, s_.params.data());
     a.buffers = s_.buffers.data();
     if (a.extent <= 0) return made;
+    // An output that is an operand of a concat joined across images (MemoryPlan::join_pitch;
+    // the group's only output): the code runs image by image (image_major_groups), image s
+    // given the place of its piece less the s images before it that the code adds itself.
+    const auto out = static_cast<std::size_t>(g.outputs.front());
+    const std::size_t slot = g.inputs.size();
+    const bool pieces = g.outputs.size() == 1 && mp_.join_pitch[out] > 0 && s_.addr[out];
+    if (pieces && !tiers::host_entry(*v.code)) {
+        // (Code that takes no first outer index: a dense tensor of its own, which the concat copies.)
+        s_.owned[out] = Tensor::empty(sp_.shapes[out], g_.nodes[out].type.dtype);
+        s_.val[out] = &s_.owned[out];
+        s_.addr[out] = nullptr;
+        s_.buffers[slot] = s_.owned[out].data();
+    } else if (pieces) {
+        const auto images = static_cast<std::int64_t>(sp_.shapes[out][0]);
+        const auto own = static_cast<std::uintptr_t>(mp_.live[out].bytes), pitch = static_cast<std::uintptr_t>(mp_.join_pitch[out]);
+        const auto base = reinterpret_cast<std::uintptr_t>(s_.buffers[slot]);
+        const std::int64_t per_image = a.extent / images;
+        for (std::int64_t img = 0; img < images; ++img) {
+            s_.buffers[slot] = reinterpret_cast<void*>(base + static_cast<std::uintptr_t>(img) * (pitch - own));
+            tiers::LaunchArgs ai = a;
+            ai.begin = img * per_image;
+            ai.extent = per_image;
+            v.code->launch(ai);
+        }
+        s_.buffers[slot] = reinterpret_cast<void*>(base);
+        return made;
+    }
     v.code->launch(a);
     return made;
 }

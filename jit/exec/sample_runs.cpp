@@ -58,4 +58,22 @@ std::vector<SampleRun> find_sample_runs(const Executable& x, const ShapePlan& sp
     return runs;
 }
 
+std::vector<std::int64_t> image_major_groups(const Executable& x, const ShapePlan& sp, const std::vector<bool>& compilable) {
+    std::vector<std::int64_t> images(x.groups.size(), 0), params;
+    for (std::size_t i = 0; i < x.groups.size(); ++i) {
+        const GroupRuntime& gr = *x.groups[i];
+        if (!compilable[i] || !gr.kernel || gr.group.outputs.size() != 1) continue;
+        const kir::Kernel& k = *gr.kernel;
+        const bool conv = k.matmul && k.matmul->im2col;
+        if (!conv && !k.nchwc) continue;
+        group_params(k, gr.group, sp, params);
+        const std::int64_t batch = kir::eval_index(conv ? k.matmul->batch : k.nchwc->batch, params.data());
+        const std::int64_t extent = kir::eval_index(k.extent, params.data());
+        const Shape& s = sp.shapes[static_cast<std::size_t>(gr.group.outputs[0])];
+        if (batch < 2 || s.empty() || s[0] != batch || extent < batch || extent % batch != 0) continue;
+        images[i] = batch;
+    }
+    return images;
+}
+
 }  // namespace kiln::jit

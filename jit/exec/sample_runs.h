@@ -30,4 +30,11 @@ namespace kiln::jit {
 // group's weights once an image.
 std::vector<SampleRun> find_sample_runs(const Executable& x, const ShapePlan& sp, const std::vector<bool>& compilable);
 
+// Per group at these shapes: the batch N (> 1) where the group is `compilable` and its code
+// may run one image at a time, image s as outer indices [s * extent / N, (s + 1) * extent / N)
+// that read and write image s alone, its one output dense with leading dim N: a conv's kernel
+// (kir::MatmulHint with im2col and one group, whose outer indices are image-major, or
+// kir::NchwcConv); else 0. plan_memory joins concats of such groups' outputs across images.
+std::vector<std::int64_t> image_major_groups(const Executable& x, const ShapePlan& sp, const std::vector<bool>& compilable);
+
 }  // namespace kiln::jit
