@@ -529,9 +529,9 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         }
     }
 
-    // acc[set] += the products of depth index kk.
-    auto fmas = [&](std::vector<Value*>& a, int set, Value* kk) {
-        Value* bptr = elem(t.strip, b_.CreateMul(kk, i64(t.bstride)));
+    // acc[set] += the products of depth index kk + u (u constant: an offset from kk's rows).
+    auto fmas = [&](std::vector<Value*>& a, int set, Value* kk, int u) {
+        Value* bptr = elem(elem(t.strip, b_.CreateMul(kk, i64(t.bstride))), i64(u * t.bstride));
         std::vector<Value*> bv(static_cast<std::size_t>(nv_));
         for (int v = 0; v < nv_; ++v)
             bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(bvec_offset(v))), bpk_ ? ea : va);  // (a tensor's alignment)
@@ -542,11 +542,11 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         // threads, p50 of seven runs 0.075 -> 0.072 ms). At 512 bits 1-2% slower: not there.
         if (bpk_ && vw_ * es_ == 32 && !whole_depth_) {
             // (not inbounds: may pass the panel's end)
-            Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK)), i64(t.bstride)));
+            Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK + u)), i64(t.bstride)));
             b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
         }
         for (int r = 0; r < rows; ++r) {
-            Value* av = load_in(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), 1);
+            Value* av = load_in(da_, selem(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), i64(u)), 1);
             Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), av);
             for (int v = 0; v < nv_; ++v) {
                 const std::size_t i = static_cast<std::size_t>(set) * nacc + static_cast<std::size_t>(r * nv_ + v);
@@ -555,8 +555,9 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         }
     };
     // for (kk = from; kk < to; kk += step) acc = body(acc, kk), over phis (to - from a
-    // multiple of step, possibly 0).
-    auto kloop = [&](Value* from, Value* to, int step, const char* name) {
+    // multiple of step, possibly 0); the step's depth indices go into sets 0..step-1 when
+    // `spread`, else all into set 0 (an unrolled loop).
+    auto kloop = [&](Value* from, Value* to, int step, bool spread, const char* name) {
         auto* pre = b_.GetInsertBlock();
         auto* body = block_named(std::string(name));
         auto* exit = block_named(std::string(name) + ".exit");
@@ -571,7 +572,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
             phis[i]->addIncoming(acc[i], pre);
             next[i] = phis[i];
         }
-        for (int u = 0; u < step; ++u) fmas(next, step == 1 ? 0 : u, u == 0 ? kk : b_.CreateAdd(kk, i64(u)));
+        for (int u = 0; u < step; ++u) fmas(next, spread ? u : 0, kk, u);
         Value* kn = b_.CreateAdd(kk, i64(step), "kk.next", false, true);
         auto* body_end = b_.GetInsertBlock();
         kk->addIncoming(kn, body_end);
@@ -585,15 +586,20 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
             acc[i] = phi;
         }
     };
-    if (sets > 1) {
-        Value* whole = b_.CreateMul(b_.CreateSDiv(t.kc, i64(sets)), i64(sets));
-        kloop(i64(0), whole, sets, "micro.k4");
-        kloop(whole, t.kc, 1, "micro.k1");  // the last kc mod sets indices, into set 0
+    // A tile of 4 or more rows at 256 bits unrolls its depth loop by kUnrollK: one step is
+    // 12 FMAs beside 6 broadcasts, 2 loads, a prefetch and ~7 integer moves of loop
+    // overhead, more than the front end retires in the 6 cycles of the FMAs.
+    const int unroll = sets == 1 && vw_ * es_ == 32 ? kUnrollK : 1;
+    if (sets > 1 || unroll > 1) {
+        const int step = sets > 1 ? sets : unroll;
+        Value* whole = b_.CreateMul(b_.CreateSDiv(t.kc, i64(step)), i64(step));
+        kloop(i64(0), whole, step, sets > 1, "micro.k4");
+        kloop(whole, t.kc, 1, false, "micro.k1");  // the last kc mod step indices, into set 0
         for (int set = 1; set < sets; ++set)
             for (std::size_t i = 0; i < nacc; ++i)
                 acc[i] = b_.CreateFAdd(acc[i], acc[static_cast<std::size_t>(set) * nacc + i]);
     } else {
-        kloop(i64(0), t.kc, 1, "micro.k");  // kc may be 0
+        kloop(i64(0), t.kc, 1, false, "micro.k");  // kc may be 0
     }
 
     if_else(
