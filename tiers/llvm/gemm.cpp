@@ -589,9 +589,8 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
     // A tile of 4 or more rows at 256 bits unrolls its depth loop by kUnrollK: one step is
     // 12 FMAs beside 6 broadcasts, 2 loads, a prefetch and ~7 integer moves of loop
     // overhead, more than the front end retires in the 6 cycles of the FMAs.
-    const int unroll = sets == 1 && vw_ * es_ == 32 ? kUnrollK : 1;
-    if (sets > 1 || unroll > 1) {
-        const int step = sets > 1 ? sets : unroll;
+    const int step = sets > 1 ? sets : vw_ * es_ == 32 ? kUnrollK : 1;
+    if (step > 1) {
         Value* whole = b_.CreateMul(b_.CreateSDiv(t.kc, i64(step)), i64(step));
         kloop(i64(0), whole, step, sets > 1, "micro.k4");
         kloop(whole, t.kc, 1, false, "micro.k1");  // the last kc mod step indices, into set 0
