@@ -186,8 +186,9 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     few.o = 16;
     CHECK(jit::lower_function(make_graph(few, {1, 40, 7, 7}).impl())->groups[0]->kernel->derived.empty());
 #if defined(KILN_HAVE_LLVM)
-    // The LLVM tier's channel lanes read the copy with 512-bit vectors, and with 256-bit ones
-    // for a dense 1x1 conv only (512 -> 112 at 7 x 7: runs of 6 pixels across output rows).
+    // The LLVM tier's channel lanes read the copy with 512-bit vectors (512 -> 112 at 7 x 7:
+    // runs of 7 pixels across output rows); at 256 bits a dense 1x1 conv runs the packed GEMM
+    // on its image instead, and reads the weights as they are.
     ConvCase dense = c;
     dense.c = 512;
     dense.o = 112;
@@ -199,17 +200,18 @@ TEST_CASE("conv tier: constant weights of small images are packed (kir::Derived)
     if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) CHECK(tier2_reads_derived(k, 0));
     if (cpu::kernel_cpu_isa() != cpu::CpuIsa::portable) {
         CHECK_FALSE(tier2_reads_derived(k, 32));
-        CHECK(tier2_reads_derived(*dlow.kernel, 32));
+        CHECK(tier2_reads_derived(*dlow.kernel, 64));
+        CHECK_FALSE(tier2_reads_derived(*dlow.kernel, 32));
         CHECK_FALSE(tier2_reads_derived(*dlow.kernel, 16));
-        // A depth in blocks (the classifier's shape, smaller) runs on the channel lanes at both widths.
+        // A depth in blocks (the classifier's shape, smaller) runs on the channel lanes at 512 bits.
         ConvCase deep = dense;
         deep.c = 520;
         deep.o = 80;
         deep.h = deep.w = 13;
         Graph deepg = make_graph(deep, {1, 520, 13, 13});
         const test::Lowered deeplow = test::lower_one_group(deepg);
-        CHECK(tier2_reads_derived(*deeplow.kernel, 32));
-        if (cpu::kernel_cpu_isa() == cpu::CpuIsa::avx512) CHECK(tier2_reads_derived(*deeplow.kernel, 0));
+        CHECK(tier2_reads_derived(*deeplow.kernel, 64));
+        CHECK_FALSE(tier2_reads_derived(*deeplow.kernel, 32));
     } else {
         MESSAGE("skipped the channel-lane check: the kernels' instruction set is portable");
     }

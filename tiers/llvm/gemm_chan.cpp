@@ -20,10 +20,10 @@
 // input rows; a run's pixels are consecutive in it (one base, constant offsets). The last
 // run of a row starts early enough to end at the row's end and stores only its new pixels.
 // A dense conv's image is one row of all its pixels (a run may span output rows).
-// With AVX2's 16 registers (runs of at most 6 pixels, tiles of 16 channels: half a packed
-// tile) only dense convs: runs confined to one output row ran 10-25% slower than the pixel
-// lanes (resnet18's 512-channel 3x3 at 7 x 7, mobilenet_v2's 320 -> 1280 1x1 at 7 x 7, whose
-// rows of 7 took runs of 6 and 6; 1 thread, AMD EPYC Zen 4).
+// At 512 bits only. With AVX2's 16 registers (runs of at most 6 pixels, tiles of 16 channels)
+// runs confined to one output row ran 10-25% slower than the pixel lanes (resnet18's
+// 512-channel 3x3 at 7 x 7, 1 thread, AMD EPYC Zen 4), and a dense 1x1 conv runs faster as
+// the packed GEMM on its image (gemm.cpp, dense_gemm_).
 #include "tiers/llvm/gemm_gen.h"
 
 #include <algorithm>
@@ -39,19 +39,6 @@ std::int64_t bound_value(Value* v) {
 
 std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
 
-// At 256 bits: the depth steps ahead of a run's current one whose weights, and the input
-// channels ahead whose pixels, it prefetches into L1 (see chan()).
-constexpr std::int64_t kChanWeightsAhead = 12;
-constexpr std::int64_t kChanInputAhead = 8;
-// A 256-bit run of a 1x1 filter: input channels per iteration of its depth loop. One is 12
-// FMAs beside 6 broadcasts, 2 loads, 3 prefetches and ~6 integer moves of loop control, more
-// than the front end issues in the FMAs' 6 cycles. 1 thread, AMD EPYC Zen 3, 1x1 with bias
-// and ReLU, median of five interleaved runs (1 -> 4 channels): squeezenet1_1's classifier
-// 512 -> 1000 at 13 x 13 3.72 -> 3.36 ms, mobilenet_v2's 320 -> 1280 at 7 x 7 0.844 ->
-// 0.770, 512 -> 128 at 13 x 13 0.433 -> 0.419; 8 channels ran the classifier at about twice
-// the time of 4 (beside a compile on the other core).
-constexpr std::int64_t kChanUnroll = 4;
-
 }  // namespace
 
 std::int64_t GemmGen::chan_run() {
@@ -59,7 +46,7 @@ std::int64_t GemmGen::chan_run() {
     // runtime in whole row blocks of tiles, a conv that is not depthwise and that grid()
     // would run.
     const std::int64_t CT = 2 * vw_;
-    if (!h_.im2col || h_.a_packed < 0 || (vw_ * es_ != 64 && vw_ * es_ != 32) || es_ != 4 || widened_a() || widened_b())
+    if (!h_.im2col || h_.a_packed < 0 || vw_ * es_ != 64 || es_ != 4 || widened_a() || widened_b())
         return 0;
     const kir::Derived& d = kern_.derived[static_cast<std::size_t>(h_.a_packed)];
     const std::int64_t npix = bound_value(n_), k = bound_value(k_dim_), khw = bound_value(im_khw_), og = bound_value(m_);
@@ -70,13 +57,11 @@ std::int64_t GemmGen::chan_run() {
     if (d.lanes % CT != 0 || d.rows != og || d.cols != k || (h_.row_block < og && h_.row_block % CT != 0)) return 0;
     auto* dense_c = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
     const bool dense = dense_c && dense_c->isOne();
-    if (vw_ * es_ == 32 && !dense) return 0;
     // A run: R pixels of one output row (of the image's pixels for a dense conv), all of them
-    // where they are at most chan_max_run(), else the R in [kMinChanRun, chan_max_run()] of
+    // where they are at most kMaxChanRun, else the R in [kMinChanRun, kMaxChanRun] of
     // the least cost, a run costing R + 4 pixels (each step of depth loads the weights and
-    // loops whatever R is: at 256 bits, 1 thread, AMD EPYC Zen 4, runs of 6 beat runs of 4
-    // and 5 on images of 14 x 14 and 7 x 7, which those would cover with fewer pixels).
-    const std::int64_t len = dense ? npix : ow, most = chan_max_run();
+    // loops whatever R is).
+    const std::int64_t len = dense ? npix : ow, most = kMaxChanRun;
     std::int64_t run = len, best = len;
     if (len > most) {
         run = 0;
@@ -94,12 +79,7 @@ std::int64_t GemmGen::chan_run() {
     const std::int64_t pitch = dense || exact_planes() ? ow : bound_value(grid_pitch());
     if (pitch < 1) return 0;
     const std::int64_t oh = npix / ow, rows = h_.row_block < og ? h_.row_block : og, blocks = (og + rows - 1) / rows;
-    // At 256 bits a dense image whose pixels are not whole cache lines per channel has strips
-    // across two lines at every depth step: there the pixel lanes ran ~20% slower than their
-    // lanes say (576 -> 96 1x1 at 14 x 14: 0.247 ms against 0.205 on channel lanes; at 16 x 16
-    // 6% faster than channel lanes; 1 thread, AMD EPYC Zen 4).
-    const double split = vw_ * es_ == 32 && (npix * es_) % 64 != 0 ? 1.2 : 1.0;
-    const double pixel = split * double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
+    const double pixel = double(blocks * round_up(rows, mr_) / mr_) * double(round_up(oh * pitch, nr_) / nr_) *
                          double(k * mr_ * nv_ + 60);
     // At 512 bits a dense image of at most kChanRowsMax pixels runs its epilogue once per row
     // of the block (crows_), not per run: ~100 cycles a run, its transposes. So chosen, at
@@ -108,11 +88,10 @@ std::int64_t GemmGen::chan_run() {
     // 0.175, 64 -> 384 relu6 0.098 / 0.102, 512 -> 64 relu 0.101 / 0.111; left on pixel lanes:
     // 672 -> 112 (0.294 / 0.293), 480 -> 112 (0.212 / 0.210), 480 -> 80 (0.158 / 0.150),
     // 64 -> 256 relu at 13 x 13 (0.066 / 0.058-0.064).
-    const std::int64_t per_run = vw_ * es_ == 64 && chan_rows(dense, npix) ? 100 : 500;
+    const std::int64_t per_run = chan_rows(dense, npix) ? 100 : 500;
     // A last tile of at most VW channels costs half a tile (chan() runs it on one vector): at
     // 512 bits 672 -> 112 at 14 x 14 took channel lanes, 0.293 -> 0.257 ms, and 480 -> 80
-    // 0.151 -> 0.132 (1 thread, AMD EPYC Zen 4); no choice changed at 256 bits in
-    // squeezenet1_1, efficientnet_b0 or resnet18.
+    // 0.151 -> 0.132 (1 thread, AMD EPYC Zen 4).
     const double tiles = double(round_up(rows, vw_)) / double(CT);
     const double chan = double(blocks) * tiles * double((dense ? 1 : oh) * best / run) * double(k * 2 * run + per_run);
     return chan <= 0.95 * pixel ? run : 0;
@@ -145,8 +124,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
     auto body = [&] {
         if (!dense) phase_planes(xb, scratch, geo.cin, geo.ya, geo.q_rows, geo.wq, slack);
         Value* buf = dense ? xb : scratch;
-        // A's packed tiles of this batch entry's group: a_offset = group * og * k. At 256 bits
-        // a tile of CT channels is half of a packed tile of L = 2 CT.
+        // A's packed tiles of this batch entry's group: a_offset = group * og * k.
         Value* tiles = b_.CreateSDiv(b_.CreateAdd(m_, i64(L - 1)), i64(L));
         Value* grp = b_.CreateSDiv(em_.index(h_.a_offset), b_.CreateMul(m_, k_dim_));
         Value* packed = em_.buffer_ptr(static_cast<int>(kern_.buffers.size()) + h_.a_packed);
@@ -163,16 +141,13 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 return b_.CreateGEP(t_, packed, b_.CreateAdd(b_.CreateMul(t, b_.CreateMul(k_dim_, i64(L))), b_.CreateSRem(r, i64(L))));
             };
             Value* ap = packed_at(row0);
-            // Each run prefetches the next tile's weights into L2, the lines of a depth step
-            // as it reads those of its own (at 256 bits a tile reads 64 of every 128 bytes of
-            // the copy, at 512 all of them): in a model the weights are cold, and a tile's
+            // Each run prefetches the next tile's weights into L2, both lines of a depth step
+            // as it reads those of its own: in a model the weights are cold, and a tile's
             // first run, which reads them from memory at the pace of its FMAs, outran the
-            // hardware prefetchers. 1 thread, AMD EPYC Zen 4: mobilenet_v2 under AVX2, its
-            // 960 -> 320 1x1 at 7 x 7 0.46 -> 0.39 ms, 320 -> 1280 0.62 -> 0.56 ms; at 512
-            // bits (both lines; one line changed nothing) its eight 1x1 convs at 7 x 7 1.99 ->
-            // 1.88 ms, and 960 -> 2048 -> 960 -> 320 at 7 x 7 (23 MB of weights) 4.7 -> 4.2 ms.
+            // hardware prefetchers. 1 thread, AMD EPYC Zen 4: mobilenet_v2's eight 1x1 convs
+            // at 7 x 7 1.99 -> 1.88 ms (one line changed nothing), and 960 -> 2048 -> 960 ->
+            // 320 at 7 x 7 (23 MB of weights) 4.7 -> 4.2 ms.
             Value* next = packed_at(b_.CreateAdd(row0, i64(CT)));
-            const bool wide = vw_ * es_ == 64;  // a tile reads both lines of a depth step
             // One run: the R pixels from grid pixel `base` on, of which the `n` from `lead` on
             // are stored, as output pixels from `col`.
             // nv: the tile's vectors of channels, 2, or 1 for a last tile of at most VW
@@ -196,34 +171,19 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                         for (std::int64_t i = 0; i < 2 * R; ++i)
                             b_.CreateAlignedStore(b_.CreateAlignedLoad(vt_, partp(i), va), accp(i), va);
                     });
-                // Input channel ci + u (u: an offset of a 1x1 filter's unrolled loop, folded
-                // into the addresses as constants from ci's).
-                auto channel = [&](Value* ci, std::int64_t u) {
-                    Value* pc = elem(elem(base, b_.CreateMul(ci, cstride)), b_.CreateMul(cstride, i64(u)));
+                // Input channel ci.
+                auto channel = [&](Value* ci) {
+                    Value* pc = elem(base, b_.CreateMul(ci, cstride));
                     Value* kci = b_.CreateMul(ci, im_khw_);
                     taps(kh, "chan.i", 1, [&](Value* i) {
                         taps(im_kw_, "chan.j", 1, [&](Value* j) {
                             Value* bp = dense ? pc : tap_at(pc, i, j, geo.plane, geo.wq);
                             Value* k = b_.CreateAdd(kci, b_.CreateAdd(b_.CreateMul(i, im_kw_), j));
-                            Value* wrow = elem(elem(ap, b_.CreateMul(k, i64(L))), i64(u * L));
+                            Value* wrow = elem(ap, b_.CreateMul(k, i64(L)));
                             Value* w0 = b_.CreateAlignedLoad(vt_, wrow, ea);  // (the copy's alignment: unknown)
                             Value* w1 = nv == 2 ? b_.CreateAlignedLoad(vt_, elem(wrow, i64(vw_)), ea) : nullptr;
-                            Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(b_.CreateAdd(k, i64(u)), i64(L)));  // not inbounds: may pass the copy's end
-                            if (!wide) {
-                                // At 256 bits the tile's own weights and the run's input
-                                // channels come from L2 (a tile's copy and the image are larger
-                                // than L1), a line per depth step each, which the hardware
-                                // prefetchers fetched too late: the FMAs waited on the weights'
-                                // loads. Both are prefetched into L1 some steps ahead (1 thread,
-                                // AMD EPYC Zen 4: 1152 -> 320 1x1 at 7 x 7 0.421 -> 0.370 ms,
-                                // 1152 -> 192 0.253 -> 0.225, 960 -> 320 0.323 -> 0.308, 672 ->
-                                // 112 at 14 x 14 0.279 -> 0.268; at 512 bits nothing changed).
-                                Value* wa = b_.CreateGEP(t_, wrow, i64(kChanWeightsAhead * L));  // not inbounds
-                                Value* xa = b_.CreateGEP(t_, bp, b_.CreateMul(cstride, i64(kChanInputAhead)));
-                                for (Value* p : {wa, xa})
-                                    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-                            }
-                            for (int line = 0; line < (wide ? 2 : 1); ++line) {
+                            Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
+                            for (int line = 0; line < 2; ++line) {
                                 Value* p = line ? b_.CreateGEP(t_, pf, i64(vw_)) : pf;
                                 b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
                             }
@@ -242,18 +202,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                 };
                 Value* lo = slot ? c0 : i64(0);
                 Value* hi = slot ? c1 : geo.cin;
-                // A 1x1 filter at 256 bits takes kChanUnroll input channels per iteration (see
-                // there); the others one.
-                auto* khw = llvm::dyn_cast<llvm::ConstantInt>(im_khw_);
-                if (!wide && khw && khw->getSExtValue() == 1) {
-                    Value* whole = b_.CreateAdd(lo, b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), i64(kChanUnroll)), i64(kChanUnroll)));
-                    loop(lo, whole, i64(kChanUnroll), "chan.ci4", [&](Value* ci) {
-                        for (std::int64_t u = 0; u < kChanUnroll; ++u) channel(ci, u);
-                    }, true);
-                    loop(whole, hi, i64(1), "chan.ci", [&](Value* ci) { channel(ci, 0); }, true);
-                } else {
-                    loop(lo, hi, i64(1), "chan.ci", [&](Value* ci) { channel(ci, 0); }, true);
-                }
+                loop(lo, hi, i64(1), "chan.ci", [&](Value* ci) { channel(ci); }, true);
                 auto finish = [&] {
                     // Transposed in registers into the stack tile: row c (a channel) holds the
                     // run's pixels, VW apart, for the epilogue's vector loops.
@@ -293,11 +242,10 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                     // and stores [xa, min(xa + R, j1)).
                     // The runs' results go into rows of the block's pixels (crows_, from column R
                     // on: a run may start up to R - 1 pixels before the block), and the epilogue
-                    // runs once over them. At 256 bits, on a run's row of at most 6 pixels, shorter
-                    // than a vector, it ran as scalars (efficientnet_b0's 192 -> 1152 1x1 with
-                    // SiLU at 7 x 7: 0.32 ms on pixel lanes, 0.45 ms so; AVX2, AMD EPYC Zen 4); at
-                    // 512 bits in masked vectors of 12 of 16 lanes, and of 1 for the last pixel of
-                    // 49 (the same conv 0.27 -> 0.215 ms with rows, ONNX Runtime 0.22; without
+                    // runs once over them. Run by run it ran in masked vectors of 12 of 16
+                    // lanes, and of 1 for the last pixel of 49
+                    // (efficientnet_b0's 192 -> 1152 1x1 with SiLU at 7 x 7: 0.27 -> 0.215 ms with
+                    // rows, ONNX Runtime 0.22; without
                     // SiLU 0.214 -> 0.199; 160 -> 960 at 7 x 7 0.159 -> 0.140; 1 thread).
                     auto one = [&](Value* xa, Value* end, Value* c0, Value* c1, Value* slot) {
                         Value* x0 = smin(xa, b_.CreateSub(n_, i64(R)));

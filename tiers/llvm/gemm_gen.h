@@ -48,8 +48,6 @@ inline constexpr std::int64_t kStreamRows = cpu::kMaxStreamedRows;  // blocks of
 // two of 7 on resnet18's 14 x 14 layers and their code compiled ~30% slower (resnet18's
 // tier-2 compile time 420-560 -> 390-420 ms in all, AMD EPYC Zen 4).
 inline constexpr std::int64_t kMaxChanRun = 7;
-// chan() at 256 bits: 2 R accumulators, two weight vectors and the broadcast in 16 registers.
-inline constexpr std::int64_t kMaxChanRun256 = 6;
 inline constexpr std::int64_t kMinChanRun = 4;
 // chan() where a tile's weights are larger than twice this: the depth in blocks of this many
 // bytes of the tile's weights (they stay in L1 while kChanBlockRuns runs read them: of a
@@ -94,6 +92,10 @@ private:
     Value *m_ = nullptr, *n_ = nullptr, *k_dim_ = nullptr, *blocks_ = nullptr, *cblocks_ = nullptr, *nce_ = nullptr;
     Value *a_ = nullptr, *bbuf_ = nullptr, *bp_ = nullptr, *cacc_ = nullptr;
     Value* bpk_ = nullptr;  // B packed once (MatmulHint::b_packed), or null: packed per call
+    // At 256 bits a dense 1x1 conv (dense_conv() bound true, operands of the compute type)
+    // runs blocked() as the GEMM of its weights and its image, a K x pixels matrix at stride
+    // N that pack_b() packs like a matmul's B (run()).
+    bool dense_gemm_ = false;
     bool whole_depth_ = false;  // B packed once and M bound to <= kStreamRows: one depth block, no software prefetch (run())
     Value* wino_u_ = nullptr;  // A as its Winograd transform (MatmulHint::winograd), when winograd_applies()
     std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
@@ -232,14 +234,12 @@ private:
     // The channel-lane path (gemm_chan.cpp): rows [i0, i0 + rows) of C (output channels),
     // columns [j0, j1) (output pixels), with the vector lanes along the channels, for
     // images whose pixels would fill the lanes of grid() poorly. chan_run(): its pixels per
-    // register tile where it applies (bound dims, f32 in 512-bit vectors, or 256-bit ones for
-    // a dense 1x1 conv, and fewer vector cycles than grid() by at least 5%), else 0.
+    // register tile where it applies (bound dims, f32 in 512-bit vectors, and fewer vector
+    // cycles than grid() by at least 5%), else 0.
     std::int64_t chan_run();
-    std::int64_t chan_max_run() const { return vw_ * es_ == 64 ? kMaxChanRun : kMaxChanRun256; }
-    // Whether chan()'s runs collect into rows of the block's pixels (crows_): every dense
-    // image at 256 bits (the only kind chan() runs there), at 512 those of at most
-    // kChanRowsMax pixels.
-    bool chan_rows(bool dense, std::int64_t npix) const { return dense && (vw_ * es_ == 32 || npix <= kChanRowsMax); }
+    // Whether chan()'s runs collect into rows of the block's pixels (crows_): dense images of
+    // at most kChanRowsMax pixels.
+    bool chan_rows(bool dense, std::int64_t npix) const { return dense && npix <= kChanRowsMax; }
     void chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1);
     // chan()'s depth blocks at runs of `run` pixels: the input channels of one (a tile's
     // weights of them in kChanDepthBytes, at least one channel), or 0 where the whole depth's
