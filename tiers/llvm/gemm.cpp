@@ -404,6 +404,17 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
     bool whole_strips = false;
     if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
         whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
+    // With N bound and every column block and panel whole strips, a last strip of at most
+    // NV - 1 vectors' columns runs on tiles of as many vectors (the strips before it whole,
+    // their epilogues without a tail): a 1x1 conv 320 -> 1280 at 7 x 7 has 3 strips of 16
+    // and one column, whose strip of 16 took as long as a whole one.
+    int tail_vecs = 0;
+    if (auto* ncst = llvm::dyn_cast<llvm::ConstantInt>(n_);
+        ncst && nv_ > 1 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0) {
+        const std::int64_t tail = ncst->getSExtValue() % nr_;
+        const std::int64_t vecs = (tail + vw_ - 1) / vw_;
+        if (tail > 0 && vecs < nv_) tail_vecs = static_cast<int>(vecs);
+    }
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
     // (whole_depth_: see run())
     Value* kstep = whole_depth_ ? kmax : i64(kc_);
@@ -416,8 +427,8 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
             Value* last = b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k_dim_);
             if (h_.im2col && !dense_gemm_) pack_im2col(xb, pc, jc, kc, nc);
             else if (!bpk_) pack_b(bb, pc, jc, kc, nc);
-            loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
-                Value* nr = whole_strips ? i64(nr_) : smin(i64(nr_), b_.CreateSub(nc, jr));
+            // One strip of nr columns at jr, on tiles of `vecs` vectors (0: NV).
+            auto strip_at = [&](Value* jr, Value* nr, int vecs) {
                 Value* strip = elem(bp_, b_.CreateMul(jr, kc));
                 Value* full_rows = b_.CreateMul(b_.CreateSDiv(rows, i64(mr_)), i64(mr_));
                 Tile t{ab, strip, pc, kc, first, last, i0, jr, nr_};
@@ -431,7 +442,7 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                     t.bstride = bslab_;
                 }
                 loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
-                    micro(t, ir, mr_, i64(0));
+                    micro(t, ir, mr_, i64(0), vecs);
                     if_then(last, [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, ir), i64(mr_), b_.CreateAdd(jc, jr), nr); });
                 });
                 // The rows left beside the full tiles: kernels of 4, 2 and 1 rows by the
@@ -442,12 +453,21 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                     if (c >= mr_ || (left_counts & static_cast<unsigned>(c)) == 0) continue;
                     Value* off = b_.CreateAnd(left, i64(~std::int64_t{2 * c - 1}));
                     if_then(b_.CreateICmpNE(b_.CreateAnd(left, i64(c)), i64(0)),
-                            [&] { micro(t, b_.CreateAdd(full_rows, off), c, off); });
+                            [&] { micro(t, b_.CreateAdd(full_rows, off), c, off, vecs); });
                 }
                 if (left_counts != 0)
                     if_then(b_.CreateAnd(last, b_.CreateICmpSGT(left, i64(0))),
                             [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, full_rows), left, b_.CreateAdd(jc, jr), nr); });
-            });
+            };
+            if (tail_vecs == 0) {
+                loop(i64(0), nc, i64(nr_), "gemm.jr", [&](Value* jr) {
+                    strip_at(jr, whole_strips ? i64(nr_) : smin(i64(nr_), b_.CreateSub(nc, jr)), 0);
+                });
+                return;
+            }
+            Value* full = b_.CreateMul(b_.CreateSDiv(nc, i64(nr_)), i64(nr_));
+            loop(i64(0), full, i64(nr_), "gemm.jr", [&](Value* jr) { strip_at(jr, i64(nr_), 0); });
+            if_then(b_.CreateICmpSLT(full, nc), [&] { strip_at(full, b_.CreateSub(nc, full), tail_vecs); });
         });
     });
 }
@@ -507,9 +527,10 @@ void GemmGen::pack_b(Value* bb, Value* pc, Value* jc, Value* kc, Value* nc) {
     });
 }
 
-void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
+void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow, int vecs) {
+    const int nv = vecs > 0 ? vecs : nv_;
     const int sets = rows < 4 ? 4 / rows : 1;
-    const std::size_t nacc = static_cast<std::size_t>(rows * nv_);
+    const std::size_t nacc = static_cast<std::size_t>(rows * nv);
     const llvm::Align ea(static_cast<std::uint64_t>(es_)), va(static_cast<std::uint64_t>(es_ * vw_));
     std::vector<Value*> arow(static_cast<std::size_t>(rows));
     Value* row0 = b_.CreateAdd(t.i0, ir);
@@ -530,8 +551,8 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         b_.SetInsertPoint(load_bb);
         std::vector<Value*> loaded(nacc);
         for (int r = 0; r < rows; ++r)
-            for (int v = 0; v < nv_; ++v)
-                loaded[static_cast<std::size_t>(r * nv_ + v)] = b_.CreateAlignedLoad(vt_, cptr(r, v), ea);
+            for (int v = 0; v < nv; ++v)
+                loaded[static_cast<std::size_t>(r * nv + v)] = b_.CreateAlignedLoad(vt_, cptr(r, v), ea);
         auto* load_end = b_.GetInsertBlock();
         b_.CreateBr(init_bb);
         b_.SetInsertPoint(init_bb);
@@ -546,8 +567,8 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
     // acc[set] += the products of depth index kk + u (u constant: an offset from kk's rows).
     auto fmas = [&](std::vector<Value*>& a, int set, Value* kk, int u) {
         Value* bptr = elem(elem(t.strip, b_.CreateMul(kk, i64(t.bstride))), i64(u * t.bstride));
-        std::vector<Value*> bv(static_cast<std::size_t>(nv_));
-        for (int v = 0; v < nv_; ++v)
+        std::vector<Value*> bv(static_cast<std::size_t>(nv));
+        for (int v = 0; v < nv; ++v)
             bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(bvec_offset(v))), bpk_ ? ea : va);  // (a tensor's alignment)
         // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
         // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
@@ -562,8 +583,8 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         for (int r = 0; r < rows; ++r) {
             Value* av = load_in(da_, selem(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), i64(u)), 1);
             Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), av);
-            for (int v = 0; v < nv_; ++v) {
-                const std::size_t i = static_cast<std::size_t>(set) * nacc + static_cast<std::size_t>(r * nv_ + v);
+            for (int v = 0; v < nv; ++v) {
+                const std::size_t i = static_cast<std::size_t>(set) * nacc + static_cast<std::size_t>(r * nv + v);
                 a[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {sp, bv[static_cast<std::size_t>(v)], a[i]});
             }
         }
@@ -620,13 +641,13 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow) {
         [&] {
             Value* tile_rows = elem(tile_, b_.CreateMul(trow, i64(nr_)));
             for (int r = 0; r < rows; ++r)
-                for (int v = 0; v < nv_; ++v)
-                    b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)],
+                for (int v = 0; v < nv; ++v)
+                    b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv + v)],
                                           elem(tile_rows, i64(r * nr_ + v * vw_)), va);
         },
         [&] {
             for (int r = 0; r < rows; ++r)
-                for (int v = 0; v < nv_; ++v) b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv_ + v)], cptr(r, v), ea);
+                for (int v = 0; v < nv; ++v) b_.CreateAlignedStore(acc[static_cast<std::size_t>(r * nv + v)], cptr(r, v), ea);
         });
 }
 

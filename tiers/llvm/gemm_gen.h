@@ -346,8 +346,9 @@ private:
     // on the last depth block stored to rows [trow, trow + rows) of the stack tile, else to
     // the partial sums. With 1 or 2 rows the depth loop keeps 4 / rows sets of accumulators
     // (depth index k in set k mod sets), so that enough independent FMA chains hide the FMA
-    // latency.
-    void micro(const Tile& t, Value* ir, int rows, Value* trow);
+    // latency. `vecs` > 0: a narrower tile of the strip's first `vecs` vectors (the last
+    // strip of a bound N whose tail is that narrow; see blocked()).
+    void micro(const Tile& t, Value* ir, int rows, Value* trow, int vecs = 0);
 
     // The epilogue of rows [row0, row0 + rows) and columns [col0, col0 + cols) of C, whose
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
