@@ -564,22 +564,28 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow, int vecs) {
         }
     }
 
+    // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
+    // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
+    // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:
+    // 0.337 -> 0.286 ms; 4 steps ahead 0.305; the tiles of fewer rows too: batch 1, 2
+    // threads, p50 of seven runs 0.075 -> 0.072 ms). At 512 bits 1-2% slower: not there.
+    // The prefetches of an unrolled step's depth indices come first in its body: a prefetch
+    // orders the loads around it, and between the steps' loads the machine scheduler hoisted
+    // the next steps' broadcasts above the FMAs and spilled half the accumulators
+    // (1024 x 768 x 3072 with bias, 1 thread, AMD EPYC Zen 3: 108-116 -> 62-68 ms, ONNX
+    // Runtime 68-72; bert-base at batch 8 had been 0.72-0.76x ONNX Runtime).
+    auto prefetch_b = [&](Value* kk, int u) {
+        if (!bpk_ || vw_ * es_ != 32 || whole_depth_) return;
+        // (not inbounds: may pass the panel's end)
+        Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK + u)), i64(t.bstride)));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    };
     // acc[set] += the products of depth index kk + u (u constant: an offset from kk's rows).
     auto fmas = [&](std::vector<Value*>& a, int set, Value* kk, int u) {
         Value* bptr = elem(elem(t.strip, b_.CreateMul(kk, i64(t.bstride))), i64(u * t.bstride));
         std::vector<Value*> bv(static_cast<std::size_t>(nv));
         for (int v = 0; v < nv; ++v)
             bv[static_cast<std::size_t>(v)] = b_.CreateAlignedLoad(vt_, elem(bptr, i64(bvec_offset(v))), bpk_ ? ea : va);  // (a tensor's alignment)
-        // At 256 bits a tile over B packed once (an MLP's weights, cold in L2 at every call)
-        // prefetches its strip kBPrefetchK depth steps ahead: the hardware prefetchers left
-        // the FMAs waiting (784 -> 1024 -> 1024 -> 10 at batch 8, 1 thread, AMD EPYC Zen 4:
-        // 0.337 -> 0.286 ms; 4 steps ahead 0.305; the tiles of fewer rows too: batch 1, 2
-        // threads, p50 of seven runs 0.075 -> 0.072 ms). At 512 bits 1-2% slower: not there.
-        if (bpk_ && vw_ * es_ == 32 && !whole_depth_) {
-            // (not inbounds: may pass the panel's end)
-            Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK + u)), i64(t.bstride)));
-            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-        }
         for (int r = 0; r < rows; ++r) {
             Value* av = load_in(da_, selem(da_, selem(da_, arow[static_cast<std::size_t>(r)], kk), i64(u)), 1);
             Value* sp = b_.CreateVectorSplat(static_cast<unsigned>(vw_), av);
@@ -607,6 +613,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow, int vecs) {
             phis[i]->addIncoming(acc[i], pre);
             next[i] = phis[i];
         }
+        for (int u = 0; u < step; ++u) prefetch_b(kk, u);
         for (int u = 0; u < step; ++u) fmas(next, spread ? u : 0, kk, u);
         Value* kn = b_.CreateAdd(kk, i64(step), "kk.next", false, true);
         auto* body_end = b_.GetInsertBlock();
