@@ -401,18 +401,16 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
         if (M > rb) left_counts |= static_cast<unsigned>(rb % mr_);
         if (M > 0) left_counts |= static_cast<unsigned>((M - (M - 1) / rb * rb) % mr_);
     }
+    // With N bound and every column block and panel whole strips, only the last strip may
+    // be partial. A last strip of at most NV - 1 vectors' columns then runs on tiles of as
+    // many vectors (the strips before it whole, their epilogues without a tail): a 1x1 conv
+    // 320 -> 1280 at 7 x 7 has 3 strips of 16 and one column, whose strip of 16 took as long
+    // as a whole one.
     bool whole_strips = false;
-    if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_))
-        whole_strips = nc->getSExtValue() % nr_ == 0 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0;
-    // With N bound and every column block and panel whole strips, a last strip of at most
-    // NV - 1 vectors' columns runs on tiles of as many vectors (the strips before it whole,
-    // their epilogues without a tail): a 1x1 conv 320 -> 1280 at 7 x 7 has 3 strips of 16
-    // and one column, whose strip of 16 took as long as a whole one.
     int tail_vecs = 0;
-    if (auto* ncst = llvm::dyn_cast<llvm::ConstantInt>(n_);
-        ncst && nv_ > 1 && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0) {
-        const std::int64_t tail = ncst->getSExtValue() % nr_;
-        const std::int64_t vecs = (tail + vw_ - 1) / vw_;
+    if (auto* nc = llvm::dyn_cast<llvm::ConstantInt>(n_); nc && (h_.col_block <= 0 || h_.col_block % nr_ == 0) && nc_ % nr_ == 0) {
+        const std::int64_t tail = nc->getSExtValue() % nr_, vecs = (tail + vw_ - 1) / vw_;
+        whole_strips = tail == 0;
         if (tail > 0 && vecs < nv_) tail_vecs = static_cast<int>(vecs);
     }
     Value* kmax = smax(k_dim_, i64(1));  // k == 0 still runs one (empty) depth block: C = epilogue(0)
