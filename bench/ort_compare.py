@@ -56,6 +56,14 @@ transformers==4.30.*, numpy<2.
     ~/venv-peers/bin/python bench/ort_compare.py --isa auto,avx2 --rounds 3 --markdown --json rows.json
     ~/venv-peers/bin/python bench/ort_compare.py --models mlp,bert_tiny --batches 1 --threads 1,2
 
+--peer-isa avx2 runs ONNX Runtime with AVX-512 hidden from it, for KILN_CPU_ISA=avx2 rows on an
+AVX-512 host (ONNX Runtime picks its kernels from CPUID and has no setting to cap them): the
+script runs itself again with build/bench/libkiln_cpuid_cap.so preloaded (bench/cpuid_cap.cpp:
+CPUID faulting, Linux's arch_prctl ARCH_SET_CPUID, with the AVX-512 bits cleared), and
+kiln-run without it. Where the host lacks CPUID faulting it stops with exit status 2.
+
+    ~/venv-peers/bin/python bench/ort_compare.py --isa avx2 --peer-isa avx2 --markdown
+
 Exits 77 when a peer is missing, 2 when kiln-run is not found, 1 when any row failed or its
 outputs differ, else 0.
 """
@@ -209,6 +217,7 @@ def run_kiln(np, kiln_run, path, files, threads, isa, steady, out_dir):
     calls, then (--steady) calls until the tier-up policy stops compiling, then `steady`
     timed calls."""
     env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_CPU_ISA=isa)
+    env.pop("LD_PRELOAD", None)  # --peer-isa's library is ONNX Runtime's alone
     cmd = [kiln_run, path, *files, "--repeat", str(WARM_CALLS), "--steady", str(steady), "--json",
            "--save-outputs", out_dir]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -358,7 +367,20 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: repeat 5, batch 1, 1 thread, the first ISA")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--json", metavar="FILE", help="write all rows as JSON")
+    ap.add_argument("--peer-isa", choices=["auto", "avx2"], default="auto",
+                    help="avx2: hide AVX-512 from ONNX Runtime (see above; default %(default)s)")
+    ap.add_argument("--cpuid-cap", default="build/bench/libkiln_cpuid_cap.so",
+                    help="the library --peer-isa avx2 preloads (default %(default)s)")
     args = ap.parse_args()
+    if args.peer_isa == "avx2" and os.environ.get("KILN_CPUID_CAP") != "avx2":
+        if "KILN_CPUID_CAP" in os.environ:
+            print("--peer-isa avx2: this host has no CPUID faulting; ONNX Runtime cannot be capped", file=sys.stderr)
+            return 2
+        if not os.path.isfile(args.cpuid_cap):
+            print(f"--peer-isa avx2: '{args.cpuid_cap}' not found (build the kiln_cpuid_cap target)", file=sys.stderr)
+            return 2
+        env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.cpuid_cap), KILN_CPUID_CAP_QUIET="1")
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
     try:
         import numpy as np
@@ -380,7 +402,8 @@ def main():
         print("--rounds must be at least 1")
         return 2
     os.makedirs(args.models_dir, exist_ok=True)
-    print(f"ONNX Runtime {ort.__version__}; at least {repeat} timed calls per run (about {args.min_seconds:g} s of them for "
+    peer = "; ONNX Runtime sees an AVX2 CPU (AVX-512 hidden)" if args.peer_isa == "avx2" else ""
+    print(f"ONNX Runtime {ort.__version__}{peer}; at least {repeat} timed calls per run (about {args.min_seconds:g} s of them for "
           f"fast models), {args.rounds} round(s) per row (medians); "
           "times in ms", file=sys.stderr)
     tmp = tempfile.mkdtemp(prefix="kiln_ort_")
