@@ -11,7 +11,9 @@
 // (and AMX, AVX10) feature bits of leaves 7 and 0xD, writes the result into the faulting
 // thread's registers and steps over the instruction. XGETBV still reports the ZMM state as
 // enabled; code that asks CPUID first (as every dispatcher we know does) sees AVX2 only.
-// execve turns faulting off, so a child program (kiln-run) sees the real CPU.
+// execve turns faulting off, so a child program (kiln-run) sees the real CPU. A SIGSEGV handler
+// the program installs later (Python's faulthandler, say) takes the faults over: run the peer
+// without one.
 //
 // Where the kernel or CPU lacks CPUID faulting the library does nothing and says so on stderr
 // (KILN_CPUID_CAP=unavailable then); set KILN_CPUID_CAP_QUIET=1 to silence it.
