@@ -56,8 +56,10 @@ void cap(unsigned leaf, unsigned sub, unsigned& a, unsigned& b, unsigned& c, uns
 void on_segv(int sig, siginfo_t* info, void* context) {
     auto* uc = static_cast<ucontext_t*>(context);
     greg_t* r = uc->uc_mcontext.gregs;
+    // A faulting CPUID is a general-protection fault (SI_KERNEL), so its RIP is readable
+    // code; any other fault (a jump to an unmapped address, say) leaves RIP unread.
     const auto* ip = reinterpret_cast<const unsigned char*>(r[REG_RIP]);
-    if (ip[0] == 0x0F && ip[1] == 0xA2) {  // CPUID
+    if (info->si_code == SI_KERNEL && ip[0] == 0x0F && ip[1] == 0xA2) {  // CPUID
         const unsigned leaf = static_cast<unsigned>(r[REG_RAX]), sub = static_cast<unsigned>(r[REG_RCX]);
         unsigned a = 0, b = 0, c = 0, d = 0;
         set_cpuid(kCpuidOn);

@@ -212,12 +212,29 @@ def time_ort(np, sess, feeds, repeat):
     return {"ort_p50": float(p50), "ort_p90": float(p90)}
 
 
+CPUID_CAP_VARS = ("KILN_CPUID_CAP", "KILN_CPUID_CAP_QUIET")
+
+
+def without_cap(env, lib=None):
+    """Takes --peer-isa's library (`lib`, else any libkiln_cpuid_cap) out of env's LD_PRELOAD
+    and its variables out of env, keeping whatever else was preloaded."""
+    keep = [p for p in env.get("LD_PRELOAD", "").split(":")
+            if p and (p != lib if lib else not os.path.basename(p).startswith("libkiln_cpuid_cap"))]
+    if keep:
+        env["LD_PRELOAD"] = ":".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
+    for v in CPUID_CAP_VARS:
+        env.pop(v, None)
+    return env
+
+
 def run_kiln(np, kiln_run, path, files, threads, isa, steady, out_dir):
     """kiln-run's --json figures and its outputs (names in order, arrays): WARM_CALLS first
     calls, then (--steady) calls until the tier-up policy stops compiling, then `steady`
     timed calls."""
     env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_CPU_ISA=isa)
-    env.pop("LD_PRELOAD", None)  # --peer-isa's library is ONNX Runtime's alone
+    without_cap(env)  # --peer-isa's library is ONNX Runtime's alone
     cmd = [kiln_run, path, *files, "--repeat", str(WARM_CALLS), "--steady", str(steady), "--json",
            "--save-outputs", out_dir]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -372,15 +389,21 @@ def main():
     ap.add_argument("--cpuid-cap", default="build/bench/libkiln_cpuid_cap.so",
                     help="the library --peer-isa avx2 preloads (default %(default)s)")
     args = ap.parse_args()
-    if args.peer_isa == "avx2" and os.environ.get("KILN_CPUID_CAP") != "avx2":
-        if "KILN_CPUID_CAP" in os.environ:
+    if args.peer_isa == "avx2":
+        # First pass: run this script again with the library preloaded (its constructor sets
+        # KILN_CPUID_CAP in that process). Second pass: the library says whether it took.
+        lib = os.path.abspath(args.cpuid_cap)
+        if lib not in os.environ.get("LD_PRELOAD", "").split(":"):
+            if not os.path.isfile(lib):
+                print(f"--peer-isa avx2: '{args.cpuid_cap}' not found (build the kiln_cpuid_cap target)", file=sys.stderr)
+                return 2
+            env = without_cap(dict(os.environ))
+            env["LD_PRELOAD"] = ":".join([lib] + ([env["LD_PRELOAD"]] if "LD_PRELOAD" in env else []))
+            env["KILN_CPUID_CAP_QUIET"] = "1"
+            os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        if os.environ.get("KILN_CPUID_CAP") != "avx2":
             print("--peer-isa avx2: this host has no CPUID faulting; ONNX Runtime cannot be capped", file=sys.stderr)
             return 2
-        if not os.path.isfile(args.cpuid_cap):
-            print(f"--peer-isa avx2: '{args.cpuid_cap}' not found (build the kiln_cpuid_cap target)", file=sys.stderr)
-            return 2
-        env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.cpuid_cap), KILN_CPUID_CAP_QUIET="1")
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
     try:
         import numpy as np
