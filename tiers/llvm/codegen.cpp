@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -65,9 +66,59 @@ public:
         if (temp < 0 || static_cast<std::size_t>(temp) >= temps_.size())
             fail(Bailout::backend_error, "malformed kernel: the hint's accumulator is out of range");
         b_.CreateStore(acc, temps_[static_cast<std::size_t>(temp)]);
-        for (const auto& s : k_.matmul ? k_.matmul->epilogue : k_.nchwc->epilogue) emit_stmt(*s);
+        for (const auto& s : hint_epilogue()) emit_stmt(*s);
         memo_.clear();
     }
+    bool lanes_ok(int var) override {
+        if (var < 0 || var >= k_.num_vars) return false;
+        std::vector<char> lane_temp(k_.temps.size(), 0);
+        const int acc = hint_acc();
+        if (acc < 0 || static_cast<std::size_t>(acc) >= lane_temp.size()) return false;
+        lane_temp[static_cast<std::size_t>(acc)] = 1;
+        for (const auto& s : hint_epilogue()) {
+            if (s->kind == kir::StmtKind::Loop || !s->value || !lane_expr_ok(*s->value, var, lane_temp)) return false;
+            if (s->kind == kir::StmtKind::Store) {
+                if (s->buffer < 0 || static_cast<std::size_t>(s->buffer) >= k_.buffers.size() || !s->index ||
+                    unit_coefficient(*s->index, var) != 1)
+                    return false;
+            } else {  // an assignment: the temp holds lanes from here on
+                if (s->var < 0 || static_cast<std::size_t>(s->var) >= lane_temp.size()) return false;
+                lane_temp[static_cast<std::size_t>(s->var)] = 1;
+            }
+        }
+        return true;
+    }
+    void epilogue_lanes(Value* acc, int var, Value* first, Value* mask) override {
+        auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(acc->getType());
+        if (!vt || !lanes_ok(var)) fail(Bailout::backend_error, "epilogue_lanes: the epilogue cannot run across lanes");
+        lane_ = {var, vt->getNumElements(), first, mask};
+        bind_var(var, first);
+        lane_temps_.clear();
+        lane_temps_[hint_acc()] = acc;
+        ops_.set_lanes(lane_.lanes);
+        for (const auto& s : hint_epilogue()) {
+            memo_.clear();
+            lane_memo_.clear();
+            varies_.clear();
+            Value* v = lane_value(s->value);
+            if (s->kind == kir::StmtKind::Assign) {
+                lane_temps_[s->var] = v;
+                continue;
+            }
+            const kir::Buffer& buf = buffer(s->buffer);
+            if (s->value->type != kir::compute_type(buf.dtype))
+                fail(Bailout::unsupported_dtype, "store of a value that is not the compute type of buffer '" + buf.name + "'");
+            store_lanes(s->buffer, scalar_value(s->index, Type::index), v);
+        }
+        memo_.clear();
+        lane_memo_.clear();
+        varies_.clear();
+        lane_temps_.clear();
+        lane_ = {};
+        ops_.set_lanes(0);
+    }
+    void need_loop_vectoriser() override { loop_vectoriser_ = true; }
+    bool loop_vectoriser() const { return loop_vectoriser_; }
 
     void run(const CodegenTarget& target, const std::string& fn_name) {
         auto* ptr = llvm::PointerType::getUnqual(ctx_);
@@ -100,6 +151,7 @@ public:
         if (k_.num_vars < 0) fail(Bailout::backend_error, "malformed kernel: negative num_vars");
         vars_.assign(static_cast<std::size_t>(k_.num_vars), nullptr);
 
+        loop_vectoriser_ = !gemm_applies(k_) && !nchwc_applies(k_);
         if (gemm_applies(k_)) {
             emit_gemm(k_, target, *this, fn_->getArg(2), fn_->getArg(3));
         } else if (nchwc_applies(k_)) {
@@ -404,6 +456,166 @@ private:
         tag_buffer(b_.CreateAlignedStore(v, p, llvm::Align(dtype_size(d))), id);
     }
 
+    // ---- the hint's epilogue across vector lanes (epilogue_lanes) ----
+
+    const std::vector<kir::StmtRef>& hint_epilogue() const { return k_.matmul ? k_.matmul->epilogue : k_.nchwc->epilogue; }
+    int hint_acc() const { return k_.matmul ? k_.matmul->acc_temp : k_.nchwc ? k_.nchwc->acc_temp : -1; }
+
+    // The coefficient of `var` in an index expression affine in it (sums, differences and
+    // products by constants); nullopt where it is not affine or reads a temp.
+    static std::optional<std::int64_t> unit_coefficient_of(const Expr& e, int var) {
+        if (e.kind == ExprKind::Var && e.id == var) return 1;
+        if (e.kind == ExprKind::Temp) return std::nullopt;
+        bool uses = false;
+        for (const auto& a : e.args) uses = uses || kir::uses_var(a, var);
+        if (!uses) return 0;
+        if (e.kind != ExprKind::Binary || e.args.size() != 2) return std::nullopt;
+        const auto x = unit_coefficient_of(*e.args[0], var), y = unit_coefficient_of(*e.args[1], var);
+        if (!x || !y) return std::nullopt;
+        switch (e.bop) {
+        case BinaryOp::add: return *x + *y;
+        case BinaryOp::sub: return *x - *y;
+        case BinaryOp::mul:
+            if (*x == 0 && e.args[0]->kind == ExprKind::Const) return e.args[0]->i * *y;
+            if (*y == 0 && e.args[1]->kind == ExprKind::Const) return e.args[1]->i * *x;
+            return std::nullopt;
+        default: return std::nullopt;
+        }
+    }
+    static std::int64_t unit_coefficient(const Expr& e, int var) { return unit_coefficient_of(e, var).value_or(0); }
+
+    // Does `e` vary across the lanes (read `var` or a temp that holds lanes)?
+    static bool varies_with(const Expr& e, int var, const std::vector<char>& lane_temp) {
+        if (e.kind == ExprKind::Var) return e.id == var;
+        if (e.kind == ExprKind::Temp)
+            return e.id >= 0 && static_cast<std::size_t>(e.id) < lane_temp.size() && lane_temp[static_cast<std::size_t>(e.id)];
+        for (const auto& a : e.args)
+            if (a && varies_with(*a, var, lane_temp)) return true;
+        return false;
+    }
+    // Can `e` be emitted across lanes: its varying loads consecutive in `var`, no varying
+    // f64 op that calls libm (codegen.h), no temp read before the epilogue assigns it
+    // where the epilogue assigns it later (checked by the caller's order: a temp not yet
+    // holding lanes reads its scalar value, which is only right for temps the epilogue
+    // never assigns).
+    bool lane_expr_ok(const Expr& e, int var, const std::vector<char>& lane_temp) const {
+        if (!varies_with(e, var, lane_temp)) {
+            if (e.kind == ExprKind::Temp) return !assigned_in_epilogue(e.id);
+            for (const auto& a : e.args)
+                if (a && !lane_expr_ok(*a, var, lane_temp)) return false;
+            return true;
+        }
+        if (e.kind == ExprKind::Load) return e.args.size() == 1 && unit_coefficient(*e.args[0], var) == 1;
+        if (e.type == Type::f64 || (!e.args.empty() && e.args[0] && e.args[0]->type == Type::f64)) {
+            if (e.kind == ExprKind::Binary && e.bop == BinaryOp::pow) return false;
+            if (e.kind == ExprKind::Unary) switch (e.uop) {
+                case UnaryOp::exp: case UnaryOp::log: case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::tanh:
+                case UnaryOp::sigmoid: case UnaryOp::gelu_erf: case UnaryOp::gelu_tanh: case UnaryOp::silu:
+                case UnaryOp::erf: return false;
+                default: break;
+                }
+        }
+        for (const auto& a : e.args)
+            if (!a || !lane_expr_ok(*a, var, lane_temp)) return false;
+        return true;
+    }
+    bool assigned_in_epilogue(int t) const {
+        if (t == hint_acc()) return true;
+        for (const auto& s : hint_epilogue())
+            if (s->kind == kir::StmtKind::Assign && s->var == t) return true;
+        return false;
+    }
+
+    Value* splat(Value* v) { return b_.CreateVectorSplat(lane_.lanes, v); }
+    // A value the same in every lane (an index at the first lane), emitted as a scalar.
+    Value* scalar_value(const kir::ExprRef& e, std::optional<Type> want = std::nullopt) {
+        ops_.set_lanes(0);
+        Value* v = want ? emit_typed(e, *want) : emit(e);
+        ops_.set_lanes(lane_.lanes);
+        return v;
+    }
+
+    Value* lane_value(const kir::ExprRef& e) {
+        if (!e) fail(Bailout::backend_error, "malformed kernel: null expression");
+        if (!lane_varies(*e)) return splat(scalar_value(e));  // the same in every lane
+        auto it = lane_memo_.find(e.get());
+        if (it != lane_memo_.end()) return it->second;
+        Value* v = lane_value_uncached(*e);
+        lane_memo_.emplace(e.get(), v);
+        return v;
+    }
+    bool lane_varies(const Expr& e) {
+        auto it = varies_.find(&e);
+        if (it != varies_.end()) return it->second;
+        bool v = false;
+        if (e.kind == ExprKind::Var) v = e.id == lane_.var;
+        else if (e.kind == ExprKind::Temp) v = lane_temps_.count(e.id) != 0;
+        else
+            for (const auto& a : e.args) v = v || lane_varies(*a);
+        varies_.emplace(&e, v);
+        return v;
+    }
+    Value* lane_value_uncached(const Expr& e) {
+        switch (e.kind) {
+        case ExprKind::Var: {
+            std::vector<llvm::Constant*> iota;
+            for (unsigned l = 0; l < lane_.lanes; ++l) iota.push_back(b_.getInt64(l));
+            return b_.CreateAdd(splat(lane_.first), llvm::ConstantVector::get(iota));
+        }
+        case ExprKind::Temp: return lane_temps_.at(e.id);
+        case ExprKind::Load: {
+            const kir::Buffer& buf = buffer(e.id);
+            if (e.type != kir::compute_type(buf.dtype) || e.args.size() != 1)
+                fail(Bailout::unsupported_dtype, "load of another type from buffer '" + buf.name + "'");
+            return load_lanes(e.id, scalar_value(e.args[0], Type::index));
+        }
+        case ExprKind::Unary: return ops_.emit_unary(e.uop, e.args[0]->type, lane_value(e.args[0]));
+        case ExprKind::Binary:
+            if (e.args.size() != 2 || e.args[0]->type != e.args[1]->type)
+                fail(Bailout::backend_error, "malformed kernel: binary operands");
+            return ops_.emit_binary(e.bop, e.args[0]->type, lane_value(e.args[0]), lane_value(e.args[1]));
+        case ExprKind::Select:
+            if (e.args.size() != 3) fail(Bailout::backend_error, "malformed kernel: select operands");
+            return b_.CreateSelect(lane_value(e.args[0]), lane_value(e.args[1]), lane_value(e.args[2]));
+        case ExprKind::Cast: return ops_.emit_cast(e.args[0]->type, e.type, lane_value(e.args[0]));
+        default: break;
+        }
+        fail(Bailout::backend_error, "malformed kernel: an expression that cannot vary across lanes");
+    }
+
+    // The lanes' elements of buffer `id` from element `idx` on (masked: lane_.mask).
+    Value* load_lanes(int id, Value* idx) {
+        const DType d = buffer(id).dtype;
+        llvm::Type* st = storage_type(d);
+        auto* vt = llvm::FixedVectorType::get(st, lane_.lanes);
+        Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
+        const llvm::Align a(dtype_size(d));
+        llvm::Instruction* raw = nullptr;
+        if (lane_.mask) raw = b_.CreateMaskedLoad(vt, p, a, lane_.mask, llvm::Constant::getNullValue(vt));
+        else raw = b_.CreateAlignedLoad(vt, p, a);
+        tag_buffer(raw, id);
+        switch (d) {
+        case DType::f16: return ops_.half_to_float(raw);
+        case DType::bf16: return bf16_to_float(b_, raw);
+        case DType::boolean: return b_.CreateICmpNE(raw, llvm::Constant::getNullValue(vt));
+        default: return raw;
+        }
+    }
+    void store_lanes(int id, Value* idx, Value* v) {
+        const DType d = buffer(id).dtype;
+        llvm::Type* st = storage_type(d);
+        switch (d) {
+        case DType::f16: v = ops_.float_to_half(v); break;
+        case DType::bf16: v = ops_.float_to_bf16(v); break;
+        case DType::boolean: v = b_.CreateZExt(v, llvm::FixedVectorType::get(b_.getInt8Ty(), lane_.lanes)); break;
+        default: break;
+        }
+        Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
+        const llvm::Align a(dtype_size(d));
+        if (lane_.mask) tag_buffer(b_.CreateMaskedStore(v, p, a, lane_.mask), id);
+        else tag_buffer(b_.CreateAlignedStore(v, p, a), id);
+    }
+
     // ---- expressions ----
 
     Value* emit_typed(const kir::ExprRef& e, Type want) {
@@ -482,15 +694,28 @@ private:
     std::vector<char> never_nan_;  // per temp: never holds NaN (find_nan_temps)
     Value* outer_ = nullptr;
     std::unordered_map<const Expr*, Value*> memo_;
+    bool loop_vectoriser_ = true;
+    // epilogue_lanes' state: the varying variable, the lanes, its first value, the mask;
+    // the temps that hold lanes, the lanes' values of the statement's expressions, and
+    // which of them vary.
+    struct Lanes {
+        int var = -1;
+        unsigned lanes = 0;
+        Value* first = nullptr;
+        Value* mask = nullptr;
+    } lane_;
+    std::unordered_map<int, Value*> lane_temps_;
+    std::unordered_map<const Expr*, Value*> lane_memo_;
+    std::unordered_map<const Expr*, bool> varies_;
 };
 
 }  // namespace
 
-bool emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
-                 const std::string& fn_name, llvm::Module& module) {
+EmitResult emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
+                       const std::string& fn_name, llvm::Module& module) {
     Gen gen(kernel, spec, module);
     gen.run(target, fn_name);
-    return gen.reads_derived();
+    return {gen.reads_derived(), gen.loop_vectoriser()};
 }
 
 }  // namespace kiln::tiers::llvm_tier

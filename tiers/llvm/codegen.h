@@ -59,6 +59,19 @@ public:
     // The hint's epilogue for one output element at the bound batch/row/col variables, with
     // `acc` (the dot product, of the hint's type) as the accumulator temp.
     virtual void epilogue(llvm::Value* acc) = 0;
+    // Can epilogue_lanes emit the hint's epilogue across vector lanes of loop variable `var`
+    // (the column of a GEMM, the channel lane of a blocked conv)? Yes where its statements
+    // are assignments and stores whose varying loads and stores are consecutive in `var`
+    // (unit stride) and whose varying values need no libm call (f64 transcendentals).
+    virtual bool lanes_ok(int var) = 0;
+    // The epilogue for the consecutive values [first, first + lanes) of `var` (the other
+    // variables bound by bind_var), with `acc` a vector of their accumulators; with `mask`
+    // (an <lanes x i1>; null: every lane) only the masked lanes are loaded and stored.
+    // Only where lanes_ok(var).
+    virtual void epilogue_lanes(llvm::Value* acc, int var, llvm::Value* first, llvm::Value* mask) = 0;
+    // Records that the code relies on the loop vectoriser (loops with vectorize hints), so
+    // that the pass pipeline runs it (emit_kernel's EmitResult::loop_vectoriser).
+    virtual void need_loop_vectoriser() = 0;
 
 protected:
     ~KernelEmitter() = default;
@@ -150,9 +163,16 @@ void conv_nchwc_f32(const std::int64_t* geo, const float* x, const float* w, con
                     float* out, std::int64_t ldb, std::int64_t ob0, std::int64_t ob1, std::int64_t p0, std::int64_t p1, double lo,
                     double hi) noexcept;
 
-// Returns whether the code reads the kernel's derived buffers (kir::Derived). Throws
-// CodegenError (only from Kiln's own code: no LLVM callback is involved).
-bool emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
+// What emit_kernel generated: whether the code reads the kernel's derived buffers
+// (kir::Derived), and whether it needs the loop vectoriser (every kernel but the blocked
+// GEMM and conv ones, whose vectors are emitted as such, or not where an epilogue could
+// not be: then as loops hinted for the vectoriser).
+struct EmitResult {
+    bool reads_derived = false;
+    bool loop_vectoriser = true;
+};
+// Throws CodegenError (only from Kiln's own code: no LLVM callback is involved).
+EmitResult emit_kernel(const kir::Kernel& kernel, const kir::Specialization& spec, const CodegenTarget& target,
                  const std::string& fn_name, llvm::Module& module);
 
 }  // namespace kiln::tiers::llvm_tier

@@ -144,6 +144,8 @@ public:
             tile->setAlignment(llvm::Align(64));
         }
 
+        const bool vector_epilogue = !d && em_.lanes_ok(h_.lane_var);
+        if (!d && !vector_epilogue) em_.need_loop_vectoriser();
         loop(begin, end, i64(1), "nchwc.outer", [&](Value* outer) {
             Value* sample = b_.CreateSDiv(outer, per_sample);
             Value* ob0 = b_.CreateMul(b_.CreateSRem(b_.CreateSDiv(outer, cblocks), rblocks), i64(h_.block_rows));
@@ -175,6 +177,13 @@ public:
                     loop(i64(0), np, i64(1), "nchwc.p", [&](Value* r) {
                         em_.bind_var(h_.col_var, b_.CreateAdd(pc, r));
                         Value* lanes = b_.CreateInBoundsGEP(f32, rows, b_.CreateMul(r, i64(kLanes)));
+                        if (vector_epilogue) {  // in vectors of the target's width, emitted as such
+                            auto* vt = llvm::FixedVectorType::get(f32, static_cast<unsigned>(width_));
+                            for (int l = 0; l < kLanes; l += width_)
+                                em_.epilogue_lanes(b_.CreateAlignedLoad(vt, b_.CreateInBoundsGEP(f32, lanes, i64(l)), llvm::Align(4)),
+                                                   h_.lane_var, i64(l), nullptr);
+                            return;
+                        }
                         llvm::Instruction* br = loop_by(i64(0), i64(kLanes), "nchwc.l", [&](Value* l) {
                             em_.bind_var(h_.lane_var, l);
                             em_.epilogue(b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, lanes, l), llvm::Align(4)));

@@ -680,6 +680,69 @@ bool GemmGen::epilogue_rereadable() const {
 }
 
 void GemmGen::epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
+    if (!em_.lanes_ok(h_.col_var)) {
+        em_.need_loop_vectoriser();
+        hinted_epilogue(buf, ld, row0, rows, col0, cols);
+        return;
+    }
+    // The epilogue in vectors of VW columns, emitted as such (KernelEmitter::epilogue_lanes):
+    // a bound row of at most 4 whole vectors (a tile's row) as straight-line code, other
+    // rows as a loop of whole vectors (two per iteration at 512 bits: independent chains,
+    // which a long epilogue such as SiLU's needs to fill the pipes), then the tail: masked
+    // vectors at 512 bits; at 256, where the epilogue allows it (epilogue_rereadable), one
+    // more whole vector ending at the row's end, otherwise scalars (AVX2's masked loads and
+    // stores are slow on AMD cores). The loop vectoriser made the same code from a scalar
+    // loop with hints (hinted_epilogue) at a third of the kernel's compile time.
+    const llvm::Align ea(static_cast<std::uint64_t>(es_));
+    auto* cc = llvm::dyn_cast<llvm::ConstantInt>(cols);
+    const std::int64_t nvec = cc && cc->getSExtValue() % vw_ == 0 ? cc->getSExtValue() / vw_ : 0;
+    const bool wide = vw_ * es_ == 64;
+    const bool overlap = !wide && nvec == 0 && epilogue_rereadable();
+    auto lanes = [&](Value* brow, Value* c, Value* mask) {
+        Value* p = elem(brow, c);
+        Value* acc = mask ? b_.CreateMaskedLoad(vt_, p, ea, mask, llvm::Constant::getNullValue(vt_))
+                          : static_cast<Value*>(b_.CreateAlignedLoad(vt_, p, ea));
+        em_.epilogue_lanes(acc, h_.col_var, b_.CreateAdd(col0, c), mask);
+    };
+    auto scalars = [&](Value* brow, Value* from) {
+        loop(from, cols, i64(1), "epi.s", [&](Value* c) {
+            em_.bind_var(h_.col_var, b_.CreateAdd(col0, c));
+            em_.epilogue(b_.CreateAlignedLoad(t_, elem(brow, c), ea));
+        }, true);
+    };
+    loop(i64(0), rows, i64(1), "epi.r", [&](Value* r) {
+        em_.bind_var(h_.row_var, b_.CreateAdd(row0, r));
+        Value* brow = elem(buf, b_.CreateMul(r, i64(ld)));
+        if (nvec >= 1 && nvec <= 4) {
+            for (std::int64_t v = 0; v < nvec; ++v) lanes(brow, i64(v * vw_), nullptr);
+            return;
+        }
+        const std::int64_t step = (wide ? 2 : 1) * vw_;
+        Value* whole = b_.CreateMul(b_.CreateSDiv(cols, i64(step)), i64(step));
+        loop(i64(0), whole, i64(step), "epi.v", [&](Value* c) {
+            for (std::int64_t v = 0; v < step; v += vw_) lanes(brow, b_.CreateAdd(c, i64(v)), nullptr);
+        }, true);
+        if (wide) {
+            std::vector<llvm::Constant*> iota;
+            for (std::int64_t l = 0; l < vw_; ++l) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(l)));
+            Value* lane = llvm::ConstantVector::get(iota);
+            loop(whole, cols, i64(vw_), "epi.m", [&](Value* c) {
+                Value* left = b_.CreateTrunc(b_.CreateSub(cols, c), b_.getInt32Ty());  // < 2 VW
+                lanes(brow, c, b_.CreateICmpULT(lane, b_.CreateVectorSplat(static_cast<unsigned>(vw_), left)));
+            }, true);
+        } else if (overlap) {
+            if_else(b_.CreateICmpSGE(cols, i64(vw_)),
+                    [&] { if_then(b_.CreateICmpSLT(whole, cols), [&] { lanes(brow, b_.CreateSub(cols, i64(vw_)), nullptr); }); },
+                    [&] { scalars(brow, i64(0)); });
+        } else {
+            scalars(brow, whole);
+        }
+    }, true);
+}
+
+// The epilogue as scalar loops hinted for the loop vectoriser, where it cannot run across
+// lanes (KernelEmitter::lanes_ok).
+void GemmGen::hinted_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols) {
     const llvm::Align ea(static_cast<std::uint64_t>(es_));
     // Vectors per iteration: a bound row of 2-4 whole vectors (a tile's row of NR = NV VW)
     // in one iteration; other rows 2 at 512 bits (their tail in masked lanes) and 1 at 256

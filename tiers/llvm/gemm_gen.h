@@ -354,6 +354,7 @@ private:
     // sums are in `buf` (row r at buf + r * ld), element by element (the column loop
     // vectorises): the stack tile of finished register tiles, or stream()'s buffer.
     void epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
+    void hinted_epilogue(Value* buf, std::int64_t ld, Value* row0, Value* rows, Value* col0, Value* cols);
     // Whether the epilogue may compute an element twice (epilogue()'s last vector of a row):
     // it reads nothing along the row but the sums.
     bool epilogue_rereadable() const;

@@ -228,7 +228,12 @@ std::size_t instruction_count(const llvm::Module& m) {
 // A short pipeline: the module holds one function and nothing to inline, so most of the O2
 // module pipeline is no-ops. Measured on the test kernels: this one 11.9 ms median compile,
 // buildPerModuleDefaultPipeline(O2) 15.6 ms, with the same vectorised (zmm) loops.
-void optimise(llvm::Module& m, llvm::TargetMachine* tm) {
+//
+// The loop vectoriser only where the kernel needs it (codegen.h's EmitResult): the blocked
+// GEMM and conv code is emitted in vectors, epilogues included, and the vectoriser's
+// analysis of its loops, which it left as they were, took a third of their compile
+// (squeezenet1_1's kernels under KILN_CPU_ISA=avx2, AMD EPYC Zen 4).
+void optimise(llvm::Module& m, llvm::TargetMachine* tm, bool loop_vectoriser) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -254,7 +259,7 @@ void optimise(llvm::Module& m, llvm::TargetMachine* tm) {
         lpm.addPass(llvm::LICMPass(llvm::LICMOptions()));
         fpm.addPass(llvm::createFunctionToLoopPassAdaptor(std::move(lpm), /*UseMemorySSA=*/true));
     }
-    fpm.addPass(llvm::LoopVectorizePass());
+    if (loop_vectoriser) fpm.addPass(llvm::LoopVectorizePass());
     fpm.addPass(llvm::EarlyCSEPass());
     fpm.addPass(llvm::InstCombinePass());
     fpm.addPass(llvm::SimplifyCFGPass(llvm::SimplifyCFGOptions().convertSwitchRangeToICmp(true)));
@@ -426,7 +431,7 @@ private:
         using Clock = std::chrono::steady_clock;
         const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
         auto t = Clock::now();
-        const bool reads_derived = llvm_tier::emit_kernel(kernel, spec, j.target, fn_name, *mod);  // throws CodegenError
+        const llvm_tier::EmitResult emitted = llvm_tier::emit_kernel(kernel, spec, j.target, fn_name, *mod);  // throws CodegenError
 
         std::string verr;
         llvm::raw_string_ostream vos(verr);
@@ -435,7 +440,7 @@ private:
         const bool log_phases = support::log().should_log(spdlog::level::debug);  // (the sizes: only for the log)
         const std::size_t ir_before = log_phases ? instruction_count(*mod) : 0;
         t = Clock::now();
-        optimise(*mod, tm);
+        optimise(*mod, tm, emitted.loop_vectoriser);
         const double opt_ms = ms_since(t);
         const std::size_t ir_after = log_phases ? instruction_count(*mod) : 0;
         if (opt_.dump_llvm || opt_.dump_asm) dump(opt_, kernel.name, *mod, tm);
@@ -449,7 +454,7 @@ private:
             return {nullptr, Bailout::backend_error, to_string(std::move(e)), 0.0};
         }
         ObjectSink sink;
-        CompileResult r = finish(j, *jd, fn_name, sink, reads_derived, opt_.dump_perf);
+        CompileResult r = finish(j, *jd, fn_name, sink, emitted.reads_derived, opt_.dump_perf);
         if (r.kernel) {
             r.object = std::move(sink.object);
             r.symbol = fn_name;

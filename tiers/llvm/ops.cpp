@@ -46,7 +46,10 @@ llvm::Type* OpEmitter::ltype(Type t) {
 }
 
 Value* OpEmitter::fconst(llvm::Type* ty, double v) { return llvm::ConstantFP::get(ty, v); }
-Value* OpEmitter::u32(std::uint32_t v) { return b_.getInt32(v); }
+Value* OpEmitter::u32(std::uint32_t v) { return llvm::ConstantInt::get(lanes_of(b_.getInt32Ty()), v); }
+llvm::Type* OpEmitter::lanes_of(llvm::Type* scalar) const {
+    return lanes_ ? llvm::FixedVectorType::get(scalar, lanes_) : scalar;
+}
 Value* OpEmitter::isnan(Value* x) { return b_.CreateFCmpUNO(x, x); }
 Value* OpEmitter::fma(Value* a, Value* b, Value* c) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, b, c}); }
 Value* OpEmitter::libm(const char* name, Value* x) {
@@ -67,7 +70,7 @@ Value* OpEmitter::libm(const char* name, Value* x) {
 // ---- f16 / bf16 (bit-exact with kiln::Half and kiln::BFloat16) ----
 
 Value* OpEmitter::half_to_float(Value* h16) {
-    Value* h = b_.CreateZExt(h16, b_.getInt32Ty());
+    Value* h = b_.CreateZExt(h16, lanes_of(b_.getInt32Ty()));
     Value* sign = b_.CreateShl(b_.CreateAnd(h, u32(0x8000)), 16);
     Value* em = b_.CreateAnd(h, u32(0x7fff));
     Value* exp = b_.CreateLShr(em, 10);
@@ -75,15 +78,15 @@ Value* OpEmitter::half_to_float(Value* h16) {
     Value* normal = b_.CreateAdd(b_.CreateShl(em, 13), u32(112u << 23));
     Value* infnan = b_.CreateOr(u32(0x7f800000u), b_.CreateShl(mant, 13));
     // Subnormal (and zero): mant * 2^-24 is exact in f32.
-    Value* subf = b_.CreateFMul(b_.CreateUIToFP(mant, b_.getFloatTy()), llvm::ConstantFP::get(b_.getFloatTy(), 0x1p-24));
-    Value* sub = b_.CreateBitCast(subf, b_.getInt32Ty());
+    Value* subf = b_.CreateFMul(b_.CreateUIToFP(mant, lanes_of(b_.getFloatTy())), llvm::ConstantFP::get(lanes_of(b_.getFloatTy()), 0x1p-24));
+    Value* sub = b_.CreateBitCast(subf, lanes_of(b_.getInt32Ty()));
     Value* mag = b_.CreateSelect(b_.CreateICmpEQ(exp, u32(0)), sub,
                                  b_.CreateSelect(b_.CreateICmpEQ(exp, u32(31)), infnan, normal));
-    return b_.CreateBitCast(b_.CreateOr(sign, mag), b_.getFloatTy());
+    return b_.CreateBitCast(b_.CreateOr(sign, mag), lanes_of(b_.getFloatTy()));
 }
 
 Value* OpEmitter::float_to_half(Value* f) {
-    Value* x = b_.CreateBitCast(f, b_.getInt32Ty());
+    Value* x = b_.CreateBitCast(f, lanes_of(b_.getInt32Ty()));
     Value* sign = b_.CreateAnd(b_.CreateLShr(x, 16), u32(0x8000));
     Value* mant = b_.CreateAnd(x, u32(0x7fffff));
     Value* exp = b_.CreateAnd(b_.CreateLShr(x, 23), u32(0xff));
@@ -95,7 +98,7 @@ Value* OpEmitter::float_to_half(Value* f) {
     Value* up = b_.CreateOr(b_.CreateICmpUGT(rem, u32(0x1000)),
                             b_.CreateAnd(b_.CreateICmpEQ(rem, u32(0x1000)),
                                          b_.CreateICmpNE(b_.CreateAnd(half, u32(1)), u32(0))));
-    Value* normal = b_.CreateAdd(half, b_.CreateZExt(up, b_.getInt32Ty()));
+    Value* normal = b_.CreateAdd(half, b_.CreateZExt(up, lanes_of(b_.getInt32Ty())));
     // Subnormal half (e <= 0): shift 14 - e, clamped to [1, 31] (a shift past 24 gives 0
     // with no rounding up, which is the zero of the reference).
     Value* m = b_.CreateOr(mant, u32(0x800000));
@@ -108,24 +111,24 @@ Value* OpEmitter::float_to_half(Value* f) {
     Value* up2 = b_.CreateOr(b_.CreateICmpUGT(rem2, halfway),
                              b_.CreateAnd(b_.CreateICmpEQ(rem2, halfway),
                                           b_.CreateICmpNE(b_.CreateAnd(hm, u32(1)), u32(0))));
-    Value* sub = b_.CreateOr(sign, b_.CreateAdd(hm, b_.CreateZExt(up2, b_.getInt32Ty())));
+    Value* sub = b_.CreateOr(sign, b_.CreateAdd(hm, b_.CreateZExt(up2, lanes_of(b_.getInt32Ty()))));
     Value* infnan = b_.CreateOr(b_.CreateOr(sign, u32(0x7c00)),
                                 b_.CreateSelect(b_.CreateICmpNE(mant, u32(0)), u32(0x200), u32(0)));
     Value* ovf = b_.CreateOr(sign, u32(0x7c00));
     Value* r = b_.CreateSelect(b_.CreateICmpSLE(e, u32(0)), sub, normal);
     r = b_.CreateSelect(b_.CreateICmpSGE(e, u32(31)), ovf, r);
     r = b_.CreateSelect(b_.CreateICmpEQ(exp, u32(0xff)), infnan, r);
-    return b_.CreateTrunc(r, b_.getInt16Ty());
+    return b_.CreateTrunc(r, lanes_of(b_.getInt16Ty()));
 }
 
 Value* OpEmitter::float_to_bf16(Value* f) {
-    Value* x = b_.CreateBitCast(f, b_.getInt32Ty());
+    Value* x = b_.CreateBitCast(f, lanes_of(b_.getInt32Ty()));
     Value* hi = b_.CreateLShr(x, 16);
     Value* isnan = b_.CreateICmpUGT(b_.CreateAnd(x, u32(0x7fffffff)), u32(0x7f800000));
     Value* nanv = b_.CreateOr(hi, u32(0x40));
     Value* rounding = b_.CreateAdd(u32(0x7fff), b_.CreateAnd(hi, u32(1)));
     Value* rounded = b_.CreateLShr(b_.CreateAdd(x, rounding), 16);
-    return b_.CreateTrunc(b_.CreateSelect(isnan, nanv, rounded), b_.getInt16Ty());
+    return b_.CreateTrunc(b_.CreateSelect(isnan, nanv, rounded), lanes_of(b_.getInt16Ty()));
 }
 
 Value* bf16_to_float(llvm::IRBuilderBase& b, Value* raw) {
@@ -334,6 +337,7 @@ Value* OpEmitter::compare(BinaryOp op, Type t, Value* x, Value* y) {
 Value* OpEmitter::emit_cast(Type from, Type to, Value* v) {
     if (from == to) return v;
     llvm::Type* ty = ltype(to);
+    if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType())) ty = llvm::FixedVectorType::get(ty, vt->getNumElements());
     if (to == Type::boolean) {
         if (kir::is_float(from)) return b_.CreateFCmpUNE(v, fconst(v->getType(), 0.0));  // NaN -> true
         return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));

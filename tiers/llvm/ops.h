@@ -38,11 +38,15 @@ public:
     llvm::Value* float_to_half(llvm::Value* f);
     llvm::Value* float_to_bf16(llvm::Value* f);
 
-    llvm::Type* ltype(kir::Type t);  // the LLVM type of values of KIR type t
+    llvm::Type* ltype(kir::Type t);  // the LLVM type of values of KIR type t (a scalar)
+    // The ops below work on vectors of `lanes` elements (0: on scalars) from here on: the
+    // constants and intermediate types they make themselves follow (lanes_of).
+    void set_lanes(unsigned lanes) { lanes_ = lanes; }
     llvm::Value* fconst(llvm::Type* ty, double v);
 
 private:
     llvm::Value* u32(std::uint32_t v);
+    llvm::Type* lanes_of(llvm::Type* scalar) const;  // `scalar`, or a vector of it (set_lanes)
     llvm::Value* isnan(llvm::Value* x);
     llvm::Value* fma(llvm::Value* a, llvm::Value* b, llvm::Value* c);  // llvm.fmuladd
     llvm::Value* libm(const char* name, llvm::Value* x);                // a call of double name(double)
@@ -73,6 +77,7 @@ private:
 
     llvm::IRBuilderBase& b_;
     llvm::Module& m_;
+    unsigned lanes_ = 0;
 };
 
 }  // namespace kiln::tiers::llvm_tier

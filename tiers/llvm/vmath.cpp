@@ -48,7 +48,7 @@ Value* OpEmitter::exp_f32(Value* x) {
     Value* y = fma(horner(kExpP, r), r, fconst(ty, 1.0));
     // Shifted left by 23, the bits of t1 are those of 2^n1 (127 + n1 in the exponent field;
     // magic's bits fall off the top), and bits(t) - bits(t1) = 127 + n2 those of 2^n2.
-    llvm::Type* ity = b_.getInt32Ty();
+    llvm::Type* ity = lanes_of(b_.getInt32Ty());
     Value* bt = b_.CreateBitCast(t, ity);
     Value* bt1 = b_.CreateBitCast(t1, ity);
     Value* s1 = b_.CreateBitCast(b_.CreateShl(bt1, 23), ty);
@@ -89,7 +89,7 @@ Value* OpEmitter::exp_sigmoid_f32(Value* z, bool nan_in_numerator) {
     llvm::Type* ty = z->getType();
     Value* zc;
     if (nan_in_numerator) {
-        llvm::Type* ity = b_.getInt32Ty();
+        llvm::Type* ity = lanes_of(b_.getInt32Ty());
         Value* bits = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateBitCast(z, ity),
                                                llvm::ConstantInt::get(ity, 0xC2B20000u));  // -89.0f
         bits = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, bits, llvm::ConstantInt::get(ity, 0x42AE0000u));  // 87.0f
@@ -111,14 +111,14 @@ Value* OpEmitter::exp_sigmoid_f32(Value* z, bool nan_in_numerator) {
     Value* y = fma(horner(neg, q), q, fconst(ty, 1.0));
     // 127 + n in [1, 255], the low bits of t, shifted left by 23 (magic's bits fall off the
     // top) are the bits of 2^n (inf for n = 128).
-    llvm::Type* ity = b_.getInt32Ty();
+    llvm::Type* ity = lanes_of(b_.getInt32Ty());
     return b_.CreateFMul(y, b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, ity), 23), ty));
 }
 
 // Max error 0.83 ulp; log(<0) = NaN, log(±0) = -inf, log(inf) = inf, subnormals handled.
 Value* OpEmitter::log_f32(Value* x) {
     llvm::Type* ty = x->getType();
-    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Type* i32 = lanes_of(b_.getInt32Ty());
     Value* sub = b_.CreateFCmpOLT(x, fconst(ty, 1.17549435e-38));
     Value* xs = b_.CreateSelect(sub, b_.CreateFMul(x, fconst(ty, 8388608.0)), x);
     Value* bits = b_.CreateBitCast(xs, i32);
@@ -171,14 +171,14 @@ Value* OpEmitter::erf_f32(Value* x) {
 // sin(±0) = ±0; ±inf and NaN give NaN; past ~1e14 a value in [-1, 1], not sin(x).
 Value* OpEmitter::sincos_f32(Value* x, bool cosine) {
     llvm::Type* ty = x->getType();
-    llvm::Type* d = b_.getDoubleTy();
+    llvm::Type* d = lanes_of(b_.getDoubleTy());
     Value* xd = b_.CreateFPExt(x, d);
     Value* j = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(xd, fconst(d, 0.63661977236758134308)));
     Value* nj = b_.CreateFNeg(j);
     Value* r = fma(nj, fconst(d, 1.57079632673412561417e+00), xd);
     r = fma(nj, fconst(d, 6.07710050650619224932e-11), r);
     // The quadrant: saturating conversion, defined for every j (NaN gives 0).
-    Value* q = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt32Ty(), d}, {j});
+    Value* q = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {lanes_of(b_.getInt32Ty()), d}, {j});
     if (cosine) q = b_.CreateAdd(q, u32(1));
     // Past |x| ~ 1e14 the reduction is meaningless: keep r in range so that the result is
     // at least a value in [-1, 1] (the interpreter reduces exactly; see codegen.h).
