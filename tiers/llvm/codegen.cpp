@@ -70,6 +70,11 @@ public:
         memo_.clear();
     }
     bool lanes_ok(int var) override {
+        auto it = lanes_ok_.find(var);
+        if (it == lanes_ok_.end()) it = lanes_ok_.emplace(var, check_lanes(var)).first;
+        return it->second;
+    }
+    bool check_lanes(int var) const {
         if (var < 0 || var >= k_.num_vars) return false;
         std::vector<char> lane_temp(k_.temps.size(), 0);
         const int acc = hint_acc();
@@ -108,7 +113,7 @@ public:
             const kir::Buffer& buf = buffer(s->buffer);
             if (s->value->type != kir::compute_type(buf.dtype))
                 fail(Bailout::unsupported_dtype, "store of a value that is not the compute type of buffer '" + buf.name + "'");
-            store_lanes(s->buffer, scalar_value(s->index, Type::index), v);
+            store_elem(s->buffer, scalar_value(s->index, Type::index), v, lane_.lanes, lane_.mask);
         }
         memo_.clear();
         lane_memo_.clear();
@@ -430,30 +435,41 @@ private:
         return inst;
     }
 
-    Value* load_elem(int id, Value* idx) {
+    // Element idx of buffer `id`, or with `lanes` (epilogue_lanes) the lanes' elements from
+    // idx on, masked by `mask` (null: all of them).
+    Value* load_elem(int id, Value* idx, unsigned lanes = 0, Value* mask = nullptr) {
         const DType d = buffer(id).dtype;
         llvm::Type* st = storage_type(d);
+        llvm::Type* vt = lanes ? llvm::FixedVectorType::get(st, lanes) : st;
         Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
-        Value* raw = tag_buffer(b_.CreateAlignedLoad(st, p, llvm::Align(dtype_size(d))), id);
+        const llvm::Align a(dtype_size(d));
+        llvm::Instruction* raw = nullptr;
+        if (mask) raw = b_.CreateMaskedLoad(vt, p, a, mask, llvm::Constant::getNullValue(vt));
+        else raw = b_.CreateAlignedLoad(vt, p, a);
+        tag_buffer(raw, id);
         switch (d) {
         case DType::f16: return ops_.half_to_float(raw);
         case DType::bf16: return bf16_to_float(b_, raw);
-        case DType::boolean: return b_.CreateICmpNE(raw, b_.getInt8(0));
+        case DType::boolean: return b_.CreateICmpNE(raw, llvm::Constant::getNullValue(vt));
         default: return raw;
         }
     }
 
-    void store_elem(int id, Value* idx, Value* v) {
+    void store_elem(int id, Value* idx, Value* v, unsigned lanes = 0, Value* mask = nullptr) {
         const DType d = buffer(id).dtype;
         llvm::Type* st = storage_type(d);
         switch (d) {
         case DType::f16: v = ops_.float_to_half(v); break;
         case DType::bf16: v = ops_.float_to_bf16(v); break;
-        case DType::boolean: v = b_.CreateZExt(v, b_.getInt8Ty()); break;
+        case DType::boolean:
+            v = b_.CreateZExt(v, lanes ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt8Ty(), lanes)) : b_.getInt8Ty());
+            break;
         default: break;
         }
         Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
-        tag_buffer(b_.CreateAlignedStore(v, p, llvm::Align(dtype_size(d))), id);
+        const llvm::Align a(dtype_size(d));
+        if (mask) tag_buffer(b_.CreateMaskedStore(v, p, a, mask), id);
+        else tag_buffer(b_.CreateAlignedStore(v, p, a), id);
     }
 
     // ---- the hint's epilogue across vector lanes (epilogue_lanes) ----
@@ -567,7 +583,7 @@ private:
             const kir::Buffer& buf = buffer(e.id);
             if (e.type != kir::compute_type(buf.dtype) || e.args.size() != 1)
                 fail(Bailout::unsupported_dtype, "load of another type from buffer '" + buf.name + "'");
-            return load_lanes(e.id, scalar_value(e.args[0], Type::index));
+            return load_elem(e.id, scalar_value(e.args[0], Type::index), lane_.lanes, lane_.mask);
         }
         case ExprKind::Unary: return ops_.emit_unary(e.uop, e.args[0]->type, lane_value(e.args[0]));
         case ExprKind::Binary:
@@ -581,39 +597,6 @@ private:
         default: break;
         }
         fail(Bailout::backend_error, "malformed kernel: an expression that cannot vary across lanes");
-    }
-
-    // The lanes' elements of buffer `id` from element `idx` on (masked: lane_.mask).
-    Value* load_lanes(int id, Value* idx) {
-        const DType d = buffer(id).dtype;
-        llvm::Type* st = storage_type(d);
-        auto* vt = llvm::FixedVectorType::get(st, lane_.lanes);
-        Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
-        const llvm::Align a(dtype_size(d));
-        llvm::Instruction* raw = nullptr;
-        if (lane_.mask) raw = b_.CreateMaskedLoad(vt, p, a, lane_.mask, llvm::Constant::getNullValue(vt));
-        else raw = b_.CreateAlignedLoad(vt, p, a);
-        tag_buffer(raw, id);
-        switch (d) {
-        case DType::f16: return ops_.half_to_float(raw);
-        case DType::bf16: return bf16_to_float(b_, raw);
-        case DType::boolean: return b_.CreateICmpNE(raw, llvm::Constant::getNullValue(vt));
-        default: return raw;
-        }
-    }
-    void store_lanes(int id, Value* idx, Value* v) {
-        const DType d = buffer(id).dtype;
-        llvm::Type* st = storage_type(d);
-        switch (d) {
-        case DType::f16: v = ops_.float_to_half(v); break;
-        case DType::bf16: v = ops_.float_to_bf16(v); break;
-        case DType::boolean: v = b_.CreateZExt(v, llvm::FixedVectorType::get(b_.getInt8Ty(), lane_.lanes)); break;
-        default: break;
-        }
-        Value* p = b_.CreateInBoundsGEP(st, bufs_[static_cast<std::size_t>(id)], idx);
-        const llvm::Align a(dtype_size(d));
-        if (lane_.mask) tag_buffer(b_.CreateMaskedStore(v, p, a, lane_.mask), id);
-        else tag_buffer(b_.CreateAlignedStore(v, p, a), id);
     }
 
     // ---- expressions ----
@@ -707,6 +690,7 @@ private:
     std::unordered_map<int, Value*> lane_temps_;
     std::unordered_map<const Expr*, Value*> lane_memo_;
     std::unordered_map<const Expr*, bool> varies_;
+    std::unordered_map<int, bool> lanes_ok_;  // per variable (check_lanes)
 };
 
 }  // namespace
