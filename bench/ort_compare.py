@@ -22,6 +22,9 @@ prints one row with:
                       within the first 10 calls)
   settled ms          from Kiln's first call until it settled (calls and compile waits)
   compiles, comp ms   Kiln's compiles (failed ones in parentheses) and their time
+  t2 med, t2 cpu ms   the median over groups of a group's tier-2 compile: wall time, and the CPU
+                      time of the thread that compiled it (wall time also counts the cores it
+                      shared with the calls, at 2 threads on a 2-vCPU host most of all)
   err                 the worst relative error over the outputs, or why the row failed
 
 ONNX Runtime runs one session per (model, batch, threads), its figures shared by the ISA rows.
@@ -264,7 +267,8 @@ COLUMNS = [  # header, key, format
     ("kiln p50", "kiln_p50", "{:.3f}"), ("kiln p90", "kiln_p90", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
     ("kiln first ms", "kiln_first", "{:.1f}"), ("ort first ms", "ort_first", "{:.1f}"),
     ("compiled after", "compiled_after", "{}"), ("settled ms", "settled_ms", "{:.0f}"), ("compiles", "compiles", "{}"),
-    ("comp ms", "compile_ms", "{:.1f}"), ("err", "err", "{}"),
+    ("comp ms", "compile_ms", "{:.1f}"), ("t2 med ms", "t2_median", "{:.1f}"), ("t2 cpu ms", "t2_cpu_median", "{:.1f}"),
+    ("err", "err", "{}"),
 ]
 
 
@@ -298,7 +302,9 @@ def kiln_row(row, rounds):
                 remeasured=sum(o["attempts"] - 1 for o, _, _ in rounds), kiln_first=med([r["first_ms"] for _, r, _ in rounds]),
                 compiled_after=f"#{call} {k['all_compiled_ms']:.1f}ms" if call else "never",
                 settled_ms=med([r["settled_ms"] for _, r, _ in rounds]), compiles=f"{k['compiles']}{failed}",
-                compile_ms=med([r["compile_ms"] for _, r, _ in rounds]), err_value=err,
+                compile_ms=med([r["compile_ms"] for _, r, _ in rounds]),
+                t2_median=med([r["t2_compile_median_ms"] for _, r, _ in rounds]),
+                t2_cpu_median=med([r.get("t2_compile_cpu_median_ms", 0.0) for _, r, _ in rounds]), err_value=err,
                 err=f"{err:.1e}" + ("" if err <= TOL else " MISMATCH"))
 
 

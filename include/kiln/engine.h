@@ -37,6 +37,9 @@ struct GroupStats {
     // they took; code found in the code cache or KILN_CACHE_DIR is not a compile.
     Tiers compiles_by_tier{};
     std::array<double, kNumTiers> compile_ms_by_tier{};
+    // The same compiles' CPU time on the thread that ran them: their own work, where
+    // compile_ms_by_tier (wall time) also counts the cores they shared with calls.
+    std::array<double, kNumTiers> compile_cpu_ms_by_tier{};
     std::string note;              // why it stays on the interpreter, when it does
     // The tier-up policy's view of it (README, "When code is compiled"): the mean time per
     // call on each tier (µs; 0: never timed there), the param signatures it has seen, its

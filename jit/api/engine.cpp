@@ -160,6 +160,8 @@ FunctionStats FunctionImpl::stats() const {
         for (std::size_t t = 0; t < kNumTiers; ++t) {
             g.compiles_by_tier[t] = gr.compiles_by_tier[t].load(std::memory_order_relaxed);
             g.compile_ms_by_tier[t] = static_cast<double>(gr.compile_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
+            g.compile_cpu_ms_by_tier[t] =
+                static_cast<double>(gr.compile_cpu_us_by_tier[t].load(std::memory_order_relaxed)) * 1e-3;
         }
         if (!gr.kernel) g.note = gr.lower_failure;
         else if (!tiers.compiles()) g.note = "no compiling tier (KILN_JIT=0, or built without asmjit and LLVM)";

@@ -61,7 +61,8 @@ std::string FunctionStats::to_json() const {
            << ",\"compiled_calls\":" << groups[i].compiled_calls << ",\"versions\":" << groups[i].versions
            << ",\"total_ms\":" << num(groups[i].total_ms) << ",\"timed_calls\":" << groups[i].timed_calls
            << ",\"compiles_by_tier\":" << array(groups[i].compiles_by_tier)
-           << ",\"compile_ms_by_tier\":" << array(groups[i].compile_ms_by_tier) << ",\"note\":" << quote(groups[i].note) << ",\"us_per_call_by_tier\":" << array(groups[i].us_per_call_by_tier)
+           << ",\"compile_ms_by_tier\":" << array(groups[i].compile_ms_by_tier)
+           << ",\"compile_cpu_ms_by_tier\":" << array(groups[i].compile_cpu_ms_by_tier) << ",\"note\":" << quote(groups[i].note) << ",\"us_per_call_by_tier\":" << array(groups[i].us_per_call_by_tier)
            << ",\"signatures\":" << groups[i].signatures << ",\"specializations\":" << groups[i].specializations
            << ",\"expected_saving_ms\":" << num(groups[i].expected_saving_ms)
            << ",\"compile_cost_ms\":" << num(groups[i].compile_cost_ms) << ",\"tierup\":" << quote(groups[i].tierup)

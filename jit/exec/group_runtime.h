@@ -80,6 +80,7 @@ public:
     std::atomic<std::uint64_t> evictions{0};  // versions the code cache took out
     std::array<std::atomic<std::uint64_t>, kNumTiers> compiles_by_tier{};    // successful compiles
     std::array<std::atomic<std::uint64_t>, kNumTiers> compile_us_by_tier{};  // and their time
+    std::array<std::atomic<std::uint64_t>, kNumTiers> compile_cpu_us_by_tier{};  // their thread's CPU time
 
     // The kernel printed without names (jit/exec/code_cache.h: normalised_kir), made once.
     const std::string& kir_text() const {

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <time.h>
+
 namespace kiln::jit {
 namespace {
 std::atomic<std::int64_t> g_compile_delay_ms{0};
@@ -520,6 +522,16 @@ void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr,
                      "\",\"outcome\":\"" + outcome + "\",\"cache\":\"" + cache + "\"");
 }
 
+namespace {
+// CPU time of the calling thread (µs): a compile's own work, whatever else the cores ran
+// meanwhile (its wall time also counts the calls and compiles it shared them with).
+std::uint64_t thread_cpu_us() {
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
+}
+}  // namespace
+
 TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, const kir::Specialization& spec,
                                           bool generic, std::vector<Evicted>* evicted) {
     Obtained o;
@@ -560,6 +572,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
     if (auto ms = g_compile_delay_ms.load(); ms > 0 && tier.level() >= 2)
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     tiers::CompileResult r;
+    const std::uint64_t cpu0 = thread_cpu_us();
     try {
         profiling::CompileActivity::Scope compiling;  // calls timed meanwhile are no measure of their code
         r = tier.compile_group({*exe_->graph, gr.group, &*gr.kernel}, spec);
@@ -570,6 +583,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
     }
     o.compiled = true;
     o.us = elapsed_us();
+    const std::uint64_t cpu_us = thread_cpu_us() - cpu0;
     trace_compile(tier, gr, spec, generic, t0, r.kernel ? "compiled" : tiers::bailout_name(r.bailout).data(), "miss");
     counters_.compile_us.fetch_add(o.us, std::memory_order_relaxed);
     counters_.bailouts[static_cast<std::size_t>(r.bailout)].fetch_add(1, std::memory_order_relaxed);
@@ -578,6 +592,7 @@ TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, c
         const auto t = static_cast<std::size_t>(std::clamp(tier.level(), 0, static_cast<int>(kNumTiers) - 1));
         gr.compiles_by_tier[t].fetch_add(1, std::memory_order_relaxed);
         gr.compile_us_by_tier[t].fetch_add(o.us, std::memory_order_relaxed);
+        gr.compile_cpu_us_by_tier[t].fetch_add(cpu_us, std::memory_order_relaxed);
         tiers_.costs->record_compile(tier.level(), gr.group.kind, static_cast<double>(o.us));
     } else {
         counters_.compile_failures.fetch_add(1, std::memory_order_relaxed);
