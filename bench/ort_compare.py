@@ -304,7 +304,7 @@ def kiln_row(row, rounds):
                 settled_ms=med([r["settled_ms"] for _, r, _ in rounds]), compiles=f"{k['compiles']}{failed}",
                 compile_ms=med([r["compile_ms"] for _, r, _ in rounds]),
                 t2_median=med([r["t2_compile_median_ms"] for _, r, _ in rounds]),
-                t2_cpu_median=med([r.get("t2_compile_cpu_median_ms", 0.0) for _, r, _ in rounds]), err_value=err,
+                t2_cpu_median=med([r["t2_compile_cpu_median_ms"] for _, r, _ in rounds]), err_value=err,
                 err=f"{err:.1e}" + ("" if err <= TOL else " MISMATCH"))
 
 
