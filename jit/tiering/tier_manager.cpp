@@ -24,6 +24,14 @@ std::uint64_t scaled(std::int64_t threshold, std::uint64_t backoff) {
     const auto t = static_cast<std::uint64_t>(threshold);
     return t > UINT64_MAX / backoff ? UINT64_MAX : t * backoff;
 }
+
+// CPU time of the calling thread (µs): a compile's own work, whatever else the cores ran
+// meanwhile (its wall time also counts the calls and compiles it shared them with).
+std::uint64_t thread_cpu_us() {
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
+}
 }  // namespace
 
 void set_compile_delay_for_testing(std::chrono::milliseconds delay) { g_compile_delay_ms.store(delay.count()); }
@@ -521,16 +529,6 @@ void TierManager::trace_compile(const tiers::Tier& tier, const GroupRuntime& gr,
                      (generic ? "true" : "false") + ",\"bound\":\"" + profiling::ChromeTrace::escape(bound) +
                      "\",\"outcome\":\"" + outcome + "\",\"cache\":\"" + cache + "\"");
 }
-
-namespace {
-// CPU time of the calling thread (µs): a compile's own work, whatever else the cores ran
-// meanwhile (its wall time also counts the calls and compiles it shared them with).
-std::uint64_t thread_cpu_us() {
-    timespec ts{};
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
-}
-}  // namespace
 
 TierManager::Obtained TierManager::obtain(tiers::Tier& tier, GroupRuntime& gr, const kir::Specialization& spec,
                                           bool generic, std::vector<Evicted>* evicted) {
