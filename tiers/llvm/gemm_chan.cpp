@@ -311,8 +311,10 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
 void GemmGen::transpose(std::vector<Value*>& m) {
     // Stage k swaps bit k of the row index with bit k of the lane index: lanes with the bit
     // clear stay in row i and take row j's lanes with it clear, and the other way round.
-    // Every pair of a stage takes the same two masks over its rows' concatenated lanes.
+    // Every pair (i, j) of a stage takes the same two masks over its rows' lanes, concatenated:
+    // lane l of the new row i (hi == false) or j (hi == true).
     const int w = vw_;
+    auto mask = [w](int bit, bool hi, int l) { return hi ? ((l & bit) ? w + l : (l ^ bit)) : ((l & bit) ? w + (l ^ bit) : l); };
     // At 512 bits (16 lanes) each shuffle is a two-source permute (vpermt2ps) whose index
     // vector the code reads from a table by a volatile load: to instruction selection an
     // unknown index, so its shuffle combiner leaves the 4-deep tree of 64 shuffles alone
@@ -321,27 +323,24 @@ void GemmGen::transpose(std::vector<Value*>& m) {
     // 82-88 ms in all, of squeezenet1_1 (5) 80-92 -> 67-69 ms; their calls the same within
     // noise (squeezenet1_1's five: 1980-2040 against 1966-2098 us a call).
     const bool permutes = w == 16 && es_ == 4;
-    llvm::Value* table = nullptr;
+    auto* index_t = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
+    auto* table_t = llvm::ArrayType::get(index_t, 8);  // (lo, hi) of each of the 4 stages
+    llvm::GlobalVariable* table = nullptr;
     if (permutes) {
         llvm::Module& mod = *fn_->getParent();
-        auto* vi = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
-        auto* at = llvm::ArrayType::get(vi, 8);
-        auto* g = mod.getNamedGlobal("kiln.transpose16");
-        if (!g) {
+        table = mod.getNamedGlobal("kiln.transpose16");
+        if (!table) {
             std::vector<llvm::Constant*> rows;
             for (int bit = 1; bit < w; bit *= 2)
-                for (int half = 0; half < 2; ++half) {
+                for (bool hi : {false, true}) {
                     std::vector<std::uint32_t> idx(16);
-                    for (int l = 0; l < 16; ++l)
-                        idx[static_cast<std::size_t>(l)] = static_cast<std::uint32_t>(
-                            half == 0 ? ((l & bit) ? w + (l ^ bit) : l) : ((l & bit) ? w + l : (l ^ bit)));
+                    for (int l = 0; l < 16; ++l) idx[static_cast<std::size_t>(l)] = static_cast<std::uint32_t>(mask(bit, hi, l));
                     rows.push_back(llvm::ConstantDataVector::get(ctx_, idx));
                 }
-            g = new llvm::GlobalVariable(mod, at, true, llvm::GlobalValue::PrivateLinkage, llvm::ConstantArray::get(at, rows),
-                                         "kiln.transpose16");
-            g->setAlignment(llvm::Align(64));
+            table = new llvm::GlobalVariable(mod, table_t, true, llvm::GlobalValue::PrivateLinkage,
+                                             llvm::ConstantArray::get(table_t, rows), "kiln.transpose16");
+            table->setAlignment(llvm::Align(64));
         }
-        table = g;
         // (Rows past a run's pixels are poison to the shuffles; the permutes get zeros.)
         for (Value*& v : m)
             if (llvm::isa<llvm::PoisonValue>(v)) v = llvm::ConstantAggregateZero::get(v->getType());
@@ -349,21 +348,17 @@ void GemmGen::transpose(std::vector<Value*>& m) {
     for (int bit = 1, stage = 0; bit < w; bit *= 2, ++stage) {
         std::vector<int> lo(static_cast<std::size_t>(w)), hi(static_cast<std::size_t>(w));
         for (int l = 0; l < w; ++l) {
-            lo[static_cast<std::size_t>(l)] = (l & bit) ? w + (l ^ bit) : l;
-            hi[static_cast<std::size_t>(l)] = (l & bit) ? w + l : (l ^ bit);
+            lo[static_cast<std::size_t>(l)] = mask(bit, false, l);
+            hi[static_cast<std::size_t>(l)] = mask(bit, true, l);
         }
-        Value *ilo = nullptr, *ihi = nullptr;
-        if (permutes) {
-            auto* vi = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
-            auto* at = llvm::ArrayType::get(vi, 8);
-            auto index = [&](int k) {
-                auto* ld = b_.CreateAlignedLoad(vi, b_.CreateConstInBoundsGEP2_64(at, table, 0, static_cast<std::uint64_t>(k)), llvm::Align(64));
-                ld->setVolatile(true);
-                return ld;
-            };
-            ilo = index(2 * stage);
-            ihi = index(2 * stage + 1);
-        }
+        auto index = [&](int k) {
+            auto* ld = b_.CreateAlignedLoad(index_t, b_.CreateConstInBoundsGEP2_64(table_t, table, 0, static_cast<std::uint64_t>(k)),
+                                            llvm::Align(64));
+            ld->setVolatile(true);
+            return ld;
+        };
+        Value* ilo = permutes ? index(2 * stage) : nullptr;
+        Value* ihi = permutes ? index(2 * stage + 1) : nullptr;
         for (int i = 0; i < w; ++i) {
             if (i & bit) continue;
             const int j = i | bit;
