@@ -70,6 +70,7 @@ GemmGen::GemmGen(const kir::Kernel& k, const CodegenTarget& target, KernelEmitte
     es_ = f32 ? 4 : 8;
     const std::string& f = target.features;
     int bytes = 16;
+    avx512_ = target.prefer_512;
     if (target.prefer_512) bytes = 64;  // AVX-512F, and KILN_CPU_ISA allows it
     else if (f.find("+avx") != std::string::npos) bytes = 32;
     if (const int forced = g_vector_bytes.load(std::memory_order_relaxed); forced == 16 || forced == 32 || forced == 64)

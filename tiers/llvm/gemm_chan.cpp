@@ -322,7 +322,7 @@ void GemmGen::transpose(std::vector<Value*>& m) {
     // interleaved runs: code generation of the channel-lane kernels of resnet18 (6) 100-118 ->
     // 82-88 ms in all, of squeezenet1_1 (5) 80-92 -> 67-69 ms; their calls the same within
     // noise (squeezenet1_1's five: 1980-2040 against 1966-2098 us a call).
-    const bool permutes = w == 16 && es_ == 4;
+    const bool permutes = w == 16 && es_ == 4 && avx512_;  // (forced 512-bit vectors under an AVX2 cap: shuffles)
     auto* index_t = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
     auto* table_t = llvm::ArrayType::get(index_t, 8);  // (lo, hi) of each of the 4 stages
     llvm::GlobalVariable* table = nullptr;

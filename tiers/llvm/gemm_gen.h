@@ -96,6 +96,9 @@ private:
     // runs blocked() as the GEMM of its weights and its image, a K x pixels matrix at stride
     // N that pack_b() packs like a matmul's B (run()).
     bool dense_gemm_ = false;
+    // The code may use AVX-512 instructions (CodegenTarget::prefer_512): not where KILN_CPU_ISA
+    // caps it, even when a test forces 512-bit vectors (which LLVM then splits).
+    bool avx512_ = false;
     bool whole_depth_ = false;  // B packed once and M bound to <= kStreamRows: one depth block, no software prefetch (run())
     Value* wino_u_ = nullptr;  // A as its Winograd transform (MatmulHint::winograd), when winograd_applies()
     std::int64_t bpanel_ = 0;  // columns per panel of that B (its kir::Derived's lanes)
