@@ -440,32 +440,29 @@ void GemmGen::blocked(Value* ab, Value* bb, Value* xb, Value* i0, Value* rows, V
                                                       b_.CreateAdd(b_.CreateMul(pc, i64(bslab_)), b_.CreateSRem(in_panel, i64(bslab_)))));
                     t.bstride = bslab_;
                 }
-                if (left_counts == 0) {
-                    loop(i64(0), full_rows, i64(mr_), "gemm.ir", [&](Value* ir) {
-                        micro(t, ir, mr_, i64(0), vecs);
-                        if_then(last, [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, ir), i64(mr_), b_.CreateAdd(jc, jr), nr); });
-                    });
-                    return;
-                }
-                // The rows left beside the full tiles (fewer than MR) as the loop's last
-                // iteration: kernels of 4, 2 and 1 rows by the binary digits of their count,
-                // each reading the strip once for all its rows, into the same epilogue as the
-                // full tiles, emitted once (a long one, GELU's erf, is 60 instructions per
-                // vector: bert-base's FFN kernel under KILN_CPU_ISA=avx2 had it 4 times, and
-                // now twice: 773 -> 643 instructions after optimisation, its code generation
-                // 26.3/19.9/33.9 -> 19.0/24.6/23.2 ms in three interleaved runs, 1 thread, AMD
-                // EPYC Zen 4; bert-base's batch-8 calls the same within noise).
-                Value* ends = b_.CreateAdd(full_rows, b_.CreateSelect(b_.CreateICmpSGT(rows, full_rows), i64(mr_), i64(0)));
+                // The rows left beside the full tiles (fewer than MR; with M bound, only where
+                // left_counts says so) as the loop's last iteration: kernels of 4, 2 and 1 rows
+                // by the binary digits of their count, each reading the strip once for all its
+                // rows, into the same epilogue as the full tiles, emitted once (a long one,
+                // GELU's erf, is 60 instructions per vector: bert-base's FFN kernel under
+                // KILN_CPU_ISA=avx2 had it 4 times, and now twice: 773 -> 643 instructions after
+                // optimisation, its code generation 26.3/19.9/33.9 -> 19.0/24.6/23.2 ms in three
+                // interleaved runs, 1 thread, AMD EPYC Zen 4; bert-base's batch-8 calls the same
+                // within noise).
+                Value* ends = left_counts == 0 ? full_rows
+                                               : b_.CreateAdd(full_rows, b_.CreateSelect(b_.CreateICmpSGT(rows, full_rows), i64(mr_), i64(0)));
                 loop(i64(0), ends, i64(mr_), "gemm.ir", [&](Value* ir) {
-                    Value* here = smin(i64(mr_), b_.CreateSub(rows, ir));
-                    if_else(b_.CreateICmpEQ(here, i64(mr_)), [&] { micro(t, ir, mr_, i64(0), vecs); }, [&] {
+                    Value* here = left_counts == 0 ? i64(mr_) : smin(i64(mr_), b_.CreateSub(rows, ir));
+                    auto left = [&] {
                         for (int c = 4; c >= 1; c /= 2) {
                             if (c >= mr_ || (left_counts & static_cast<unsigned>(c)) == 0) continue;
                             Value* off = b_.CreateAnd(here, i64(~std::int64_t{2 * c - 1}));
                             if_then(b_.CreateICmpNE(b_.CreateAnd(here, i64(c)), i64(0)),
                                     [&] { micro(t, b_.CreateAdd(ir, off), c, off, vecs); });
                         }
-                    });
+                    };
+                    if (left_counts == 0) micro(t, ir, mr_, i64(0), vecs);
+                    else if_else(b_.CreateICmpEQ(here, i64(mr_)), [&] { micro(t, ir, mr_, i64(0), vecs); }, left);
                     if_then(last, [&] { epilogue(tile_, nr_, b_.CreateAdd(i0, ir), here, b_.CreateAdd(jc, jr), nr); });
                 });
             };
