@@ -346,11 +346,12 @@ void GemmGen::transpose(std::vector<Value*>& m) {
             if (llvm::isa<llvm::PoisonValue>(v)) v = llvm::ConstantAggregateZero::get(v->getType());
     }
     for (int bit = 1, stage = 0; bit < w; bit *= 2, ++stage) {
-        std::vector<int> lo, hi;  // (the shuffles' masks)
-        for (int l = 0; l < w && !permutes; ++l) {
-            lo.push_back(mask(bit, false, l));
-            hi.push_back(mask(bit, true, l));
-        }
+        std::vector<int> lo, hi;  // the shuffles' masks
+        if (!permutes)
+            for (int l = 0; l < w; ++l) {
+                lo.push_back(mask(bit, false, l));
+                hi.push_back(mask(bit, true, l));
+            }
         auto index = [&](int k) {
             auto* ld = b_.CreateAlignedLoad(index_t, b_.CreateConstInBoundsGEP2_64(table_t, table, 0, static_cast<std::uint64_t>(k)),
                                             llvm::Align(64));
