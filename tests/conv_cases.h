@@ -132,6 +132,12 @@ inline std::vector<ConvCase> cases() {
     // beside the register tiles, two samples) and large depth (one strip per chunk).
     add([](ConvCase& c) { c.c = 16; c.o = 21; c.h = 40; c.w = 40; c.kh = 1; c.kw = 1; c.n = 2; c.epi = 2; });
     add([](ConvCase& c) { c.c = 300; c.o = 10; c.h = 5; c.w = 13; c.kh = 1; c.kw = 1; c.epi = 1; });
+    // Deep grids of phase planes in blocks of input channels at 256 bits (tiers/llvm/gemm_conv.cpp,
+    // grid_depth_block()): a stride-2 3x3 conv of 64 channels (blocks of 28, 28 and 8, two
+    // samples, rows beside the register tiles) and a small image of 150 channels (six blocks,
+    // the last of 10; a residual epilogue).
+    add([](ConvCase& c) { c.c = 64; c.o = 22; c.h = 40; c.w = 40; c.stride = {2, 2}; c.pad = {1, 1}; c.n = 2; c.epi = 1; });
+    add([](ConvCase& c) { c.c = 150; c.o = 13; c.h = 7; c.w = 7; c.pad = {1, 1}; c.epi = 3; });
     // Depthwise convolutions as the LLVM tier batches them (tiers/llvm/gemm.cpp,
     // depthwise_planes()): whole planes of 16 channels per kernel call and a remainder, a
     // 5x5 stride-2 filter across two samples, planes of more than one column block (calls of

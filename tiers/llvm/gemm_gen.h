@@ -285,7 +285,14 @@ private:
         Value *ab, *buf, *i0, *gs, *kh;
         Value *plane, *wq;  // elements of a phase plane, of a grid row
         Value* pf = nullptr;  // A's rows to prefetch over the tile's depth loop (see grid())
+        // A block of input channels [c0, c1) (grid_depth_block()): the tile starts from its
+        // partial sums at psum (rows of NR) unless c0 is 0, and leaves them there unless c1
+        // is the last channel. Null: every input channel, from 0 into the stack tile.
+        Value *c0 = nullptr, *c1 = nullptr, *psum = nullptr;
     };
+    // Input channels per depth block of a grid over phase planes whose strip of B (depth x NR)
+    // outgrows L1, or 0 (the whole depth at once).
+    std::int64_t grid_depth_block();
 
     // The MR x NR tile of rows i0 + ir .. (the last of `left` rows repeated up to MR: one
     // kernel for leftover rows, whose epilogue stores the real rows only) over the grid
