@@ -585,7 +585,7 @@ void GemmGen::micro(const Tile& t, Value* ir, int rows, Value* trow, int vecs) {
         if (!bpk_ || vw_ * es_ != 32 || whole_depth_) return;
         // (not inbounds: may pass the panel's end)
         Value* p = b_.CreateGEP(t_, t.strip, b_.CreateMul(b_.CreateAdd(kk, i64(kBPrefetchK + u)), i64(t.bstride)));
-        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        prefetch(p);
     };
     // acc[set] += the products of depth index kk + u (u constant: an offset from kk's rows).
     auto fmas = [&](std::vector<Value*>& a, int set, Value* kk, int u) {

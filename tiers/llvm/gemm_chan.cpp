@@ -187,7 +187,7 @@ void GemmGen::chan(Value* xb, Value* i0, Value* rows, Value* j0, Value* j1) {
                             Value* pf = b_.CreateGEP(t_, next, b_.CreateMul(k, i64(L)));  // not inbounds: may pass the copy's end
                             for (int line = 0; line < 2; ++line) {
                                 Value* p = line ? b_.CreateGEP(t_, pf, i64(vw_)) : pf;
-                                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+                                prefetch(p, 2);
                             }
                             for (std::int64_t r = 0; r < R; ++r) {
                                 Value* x = b_.CreateAlignedLoad(t_, elem(bp, i64(r)), ea);

@@ -59,14 +59,13 @@ std::int64_t GemmGen::grid_depth_block() {
     // their partial sums kept beside the grid in between. Not for grids that fit in L2 whole
     // (those run every strip per row tile, reading each row tile of A once) nor for a dense
     // 1x1 conv (its grid is the image).
-    const kir::Im2col& c = *h_.im2col;
     auto* dense = llvm::dyn_cast<llvm::ConstantInt>(dense_conv());
     auto* k = llvm::dyn_cast<llvm::ConstantInt>(k_dim_);
     auto* khw = llvm::dyn_cast<llvm::ConstantInt>(im_khw_);
     auto* ow = llvm::dyn_cast<llvm::ConstantInt>(im_ow_);
     auto* npix = llvm::dyn_cast<llvm::ConstantInt>(n_);
-    auto* kw = llvm::dyn_cast<llvm::ConstantInt>(im_kw_);
-    if (!dense || !dense->isZero() || !k || !khw || !ow || !npix || !kw || khw->getSExtValue() < 1 || ow->getSExtValue() < 1)
+    auto* pitch = llvm::dyn_cast<llvm::ConstantInt>(grid_pitch());
+    if (!dense || !dense->isZero() || !k || !khw || !ow || !npix || !pitch || khw->getSExtValue() < 1 || ow->getSExtValue() < 1)
         return 0;
     // At 512 bits (8 x 2 tiles, 16 FMAs per B vector) resnet18's 64 -> 128 stride-2 conv at
     // 28 x 28 ran no faster with depth blocks (batch 8, 1 thread: 11.1 and 12.2 ms without,
@@ -75,10 +74,10 @@ std::int64_t GemmGen::grid_depth_block() {
     const std::int64_t depth = k->getSExtValue(), taps = khw->getSExtValue(), cin = depth / taps;
     const std::int64_t block = std::max<std::int64_t>(1, kGridChunkBytes / (taps * nr_ * es_));
     if (depth * nr_ * es_ <= 2 * kGridChunkBytes || block >= cin) return 0;
-    // The grid pixels of a column block (its output rows, at the grid's pitch).
+    // grid()'s test of a grid that fits in L2 whole, on the grid pixels of a column block (its
+    // output rows, at the grid's pitch).
     const std::int64_t cols = h_.col_block > 0 ? std::min(h_.col_block, npix->getSExtValue()) : npix->getSExtValue();
-    const std::int64_t pitch = ow->getSExtValue() + (kw->getSExtValue() - 1) * c.dilation[1] / c.stride[1];
-    const std::int64_t strips = ((cols + ow->getSExtValue() - 1) / ow->getSExtValue() * pitch + nr_ - 1) / nr_;
+    const std::int64_t strips = ((cols + ow->getSExtValue() - 1) / ow->getSExtValue() * pitch->getSExtValue() + nr_ - 1) / nr_;
     if (strips * nr_ * es_ * depth <= kGridWholeBytes) return 0;
     return block;
 }
@@ -347,15 +346,6 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
                 }, true);
             });
         }
-        // Chunks of strips (kGridChunkBytes); per chunk, each row tile over its strips.
-        Value* per_chunk = smax(b_.CreateSDiv(i64(kGridChunkBytes / (es_ * nr_)), smax(k_dim_, i64(1))), i64(1));
-        // A grid of few strips whose B fits in L2 (kGridWholeBytes) is one chunk: each row
-        // tile of A is read once, from memory, and B from L2 by every row tile. So is a grid
-        // of a shallow depth (kGridShallowDepth), whatever its size.
-        Value* strips = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(g1, g0), i64(nr_ - 1)), i64(nr_));
-        Value* whole_b = b_.CreateMul(b_.CreateMul(strips, i64(nr_ * es_)), smax(k_dim_, i64(1)));
-        Value* whole = b_.CreateOr(b_.CreateICmpSLE(whole_b, i64(kGridWholeBytes)), b_.CreateICmpSLE(k_dim_, i64(kGridShallowDepth)));
-        per_chunk = b_.CreateSelect(whole, smax(per_chunk, strips), per_chunk);
         if (cblock > 0) {
             // Strip by strip, each block of input channels over every row tile (phase planes
             // only: no dense tail strip).
@@ -385,6 +375,15 @@ void GemmGen::grid(Value* ab, Value* xb, Value* i0, Value* rows, Value* j0, Valu
             });
             return;
         }
+        // Chunks of strips (kGridChunkBytes); per chunk, each row tile over its strips.
+        Value* per_chunk = smax(b_.CreateSDiv(i64(kGridChunkBytes / (es_ * nr_)), smax(k_dim_, i64(1))), i64(1));
+        // A grid of few strips whose B fits in L2 (kGridWholeBytes) is one chunk: each row
+        // tile of A is read once, from memory, and B from L2 by every row tile. So is a grid
+        // of a shallow depth (kGridShallowDepth), whatever its size.
+        Value* strips = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(g1, g0), i64(nr_ - 1)), i64(nr_));
+        Value* whole_b = b_.CreateMul(b_.CreateMul(strips, i64(nr_ * es_)), smax(k_dim_, i64(1)));
+        Value* whole = b_.CreateOr(b_.CreateICmpSLE(whole_b, i64(kGridWholeBytes)), b_.CreateICmpSLE(k_dim_, i64(kGridShallowDepth)));
+        per_chunk = b_.CreateSelect(whole, smax(per_chunk, strips), per_chunk);
         Value* span = b_.CreateMul(per_chunk, i64(nr_));
         loop(g0, g1, span, "grid.chunk", [&](Value* gc) {
             Value* ge = smin(b_.CreateAdd(gc, span), g1);
@@ -570,23 +569,21 @@ void GemmGen::micro_grid(const GridStrip& st, Value* ir, Value* left) {
     const bool ahead = dense && dense->isOne() && (!depth || depth->getSExtValue() >= kGridPrefetchDepth) &&
                        (!depth || !pixels || depth->getSExtValue() * pixels->getSExtValue() * es_ > kGridWholeBytes);
     loop(st.c0 ? st.c0 : i64(0), st.c1 ? st.c1 : cin, i64(1), "grid.ci", [&](Value* ci) {
-        if (st.pf && st.psum && khw_c) {
+        if (st.pf && st.psum) {
             // A depth block's tile: the next tile's MR rows at this channel's taps.
-            for (int r = 0; r < mr_; ++r) {
-                Value* p = selem(da_, st.pf, b_.CreateAdd(b_.CreateMul(i64(r), k_dim_), b_.CreateMul(b_.CreateSub(ci, st.c0), im_khw_)));
-                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-            }
+            for (int r = 0; r < mr_; ++r)
+                prefetch(selem(da_, st.pf, b_.CreateAdd(b_.CreateMul(i64(r), k_dim_), b_.CreateMul(b_.CreateSub(ci, st.c0), im_khw_))));
         } else if (st.pf && pf_bytes > 0) {
             Value* at = b_.CreateGEP(b_.getInt8Ty(), st.pf, b_.CreateMul(ci, i64(pf_bytes)));
             for (std::int64_t off = 0; off < pf_bytes; off += 64) {
                 Value* p = b_.CreateGEP(b_.getInt8Ty(), at, i64(off));
-                b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+                prefetch(p);
             }
         }
         Value* pl = elem(strip, b_.CreateMul(b_.CreateMul(ci, i64(phase_rows() * px)), st.plane));
         for (std::int64_t off = 0; ahead && off < nr_ * es_; off += 64) {  // not inbounds: may pass the image
             Value* p = b_.CreateGEP(b_.getInt8Ty(), pl, i64(kGridPrefetchStrips * nr_ * es_ + off));
-            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+            prefetch(p);
         }
         Value* kci = b_.CreateMul(ci, im_khw_);
         taps(st.kh, "grid.i", 1, [&](Value* i) {  // (a loop: see kUnrolledTaps)

@@ -41,6 +41,10 @@ protected:
         return b_.CreateCall(mod.getOrInsertFunction(kScratchSymbol, llvm::FunctionType::get(ptr_t, {b_.getInt64Ty()}, false)),
                              {bytes});
     }
+    // A read prefetch of the line at p (locality 3: every cache level; 2: not L1).
+    void prefetch(Value* p, int locality = 3) {
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(locality), b_.getInt32(1)});
+    }
     void mark_failed() {
         llvm::Module& mod = *fn_->getParent();
         b_.CreateCall(mod.getOrInsertFunction(kFailedSymbol, llvm::FunctionType::get(b_.getVoidTy(), false)), {});
