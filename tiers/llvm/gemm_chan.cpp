@@ -365,14 +365,15 @@ void GemmGen::transpose(std::vector<Value*>& m) {
             const int j = i | bit;
             Value* a = m[static_cast<std::size_t>(i)];
             Value* b = m[static_cast<std::size_t>(j)];
-            // A pair of zero rows (past the run's pixels) stays zero: no permutes, and none in
-            // the later stages for the zeros they would have made (the permutes' results are
-            // opaque to LLVM, which merged the equal ones but kept them). resnet18's six
-            // channel-lane kernels (runs of 7 pixels): 107 -> 80 permutes each, 4596 -> 4340
-            // bytes of code (14 x 14, 3x3); their code generation (llc -O3, 15 interleaved runs,
-            // AMD EPYC Zen 4) 153.6 -> 145.4 ms median in all.
-            if (permutes && llvm::isa<llvm::ConstantAggregateZero>(a) && llvm::isa<llvm::ConstantAggregateZero>(b)) continue;
             if (permutes) {
+                // A pair of zero rows (past the run's pixels) stays zero: no permutes, and none
+                // in the later stages for the zeros they would have made (the permutes' results
+                // are opaque to LLVM, which merged the equal ones but kept them; the shuffles
+                // below fold by themselves). resnet18's six channel-lane kernels (runs of 7
+                // pixels): 107 -> 80 permutes each, 4596 -> 4340 bytes of code (14 x 14, 3x3);
+                // their code generation (llc -O3, 15 interleaved runs, AMD EPYC Zen 4) 153.6 ->
+                // 145.4 ms median in all.
+                if (llvm::isa<llvm::ConstantAggregateZero>(a) && llvm::isa<llvm::ConstantAggregateZero>(b)) continue;
                 m[static_cast<std::size_t>(i)] = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_ps_512, {}, {a, ilo, b});
                 m[static_cast<std::size_t>(j)] = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_ps_512, {}, {a, ihi, b});
             } else {
