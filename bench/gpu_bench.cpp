@@ -11,7 +11,7 @@
 #include <kiln/kiln.h>
 
 #include "jit/exec/pipeline.h"
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "tiers/gpu/gpu_tier.h"
 #include "workloads.h"
 
@@ -41,7 +41,7 @@ double copy_bandwidth_gbs() {
     const std::size_t bytes = std::size_t{1} << 30;
     Tensor a = Tensor::zeros({static_cast<std::int64_t>(bytes / 4)}, DType::f32, Device::cuda(0));
     Tensor b = Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, DType::f32, Device::cuda(0));
-    const double ms = median_ms(10, [&] { core::cuda::copy_on_device(0, b.data(), a.data(), bytes); });
+    const double ms = median_ms(10, [&] { core::gpu::copy(Device::cuda(0), core::gpu::CopyKind::device_to_device, b.data(), a.data(), bytes); });
     return 2.0 * double(bytes) / (ms * 1e6);
 }
 
@@ -63,7 +63,7 @@ double steady_ms(Function& f, const std::vector<Tensor>& in, int reps) {
 // NVRTC's time for the generic kernel of every group (what tier 1 on the device compiles).
 void compile_latency(const std::vector<Graph>& graphs) {
     std::string why;
-    auto tier = tiers::gpu::make_gpu_tier(0, &why);
+    auto tier = tiers::gpu::make_gpu_tier(Device::cuda(0), &why);
     std::vector<double> ms;
     for (const Graph& g : graphs) {
         const auto exe = jit::lower_function(g.impl());  // kept alive: the loop reads its groups
@@ -86,13 +86,13 @@ void compile_latency(const std::vector<Graph>& graphs) {
 int main() {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is printed, also into a pipe
     std::string why;
-    if (!tiers::gpu::gpu_tier_available(0, &why)) {
+    if (!tiers::gpu::gpu_tier_available(Device::cuda(0), &why)) {
         std::printf("gpu_bench: no usable CUDA device: %s\n", why.c_str());
         return 0;
     }
-    const auto& info = core::cuda::device_info(0);
-    std::printf("device: %s, sm_%d%d, %d SMs, driver %d\n", info.name.c_str(), info.cc_major, info.cc_minor,
-                info.sm_count, core::cuda::driver_status().driver_version);
+    const auto& info = core::gpu::device_info(Device::cuda(0));
+    std::printf("device: %s, %s, %d SMs, driver %d\n", info.name.c_str(), info.arch.c_str(), info.sm_count,
+                core::gpu::status(Device::Kind::cuda).driver_version);
     const double bw = copy_bandwidth_gbs();
     std::printf("copy bandwidth (device to device, read + write): %.0f GB/s\n", bw);
 

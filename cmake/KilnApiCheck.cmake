@@ -5,7 +5,9 @@
 #     KILN_API_CONST(name, value)
 #     KILN_API_TYPE(name, c type)
 # and the check is a translation unit, compiled into an object library, that includes the
-# header and static_asserts that &name has exactly the declared function-pointer type, that
+# header and static_asserts that &name has the declared function-pointer type (a
+# static_cast to that type, which picks the one overload of that type where the header
+# declares several, as HIP's does for hipMalloc, and fails on any other type), that
 # each constant has its value and that each type has the size of its C type. A mismatch
 # fails the build, naming the function. The library is built with the tests; `target`
 # gets KILN_CHECKED_API_<NAME>=1 so that a test can report that the check ran.
@@ -24,7 +26,8 @@ function(kiln_check_api_def)
 #include "@ARG_HEADER@"
 
 #define KILN_API_FN(name, ret, params) \
-    static_assert(std::is_same_v<decltype(&::name), ret(*) params>, #name ": its type in @def@ differs from the header");
+    static_assert(std::is_same_v<decltype(static_cast<ret(*) params>(&::name)), ret(*) params>, \
+                  #name ": its type in @def@ differs from the header");
 #define KILN_API_CONST(name, value) \
     static_assert(static_cast<long long>(name) == (value), #name ": its value in @def@ differs from the header");
 #define KILN_API_TYPE(name, ctype) \

@@ -20,7 +20,7 @@ namespace {
 
 class UnlaunchedKernel final : public tiers::CompiledKernel {
 public:
-    tiers::Place place() const override { return tiers::Place::cuda; }
+    tiers::Place place() const override { return tiers::Place::device; }
     void launch(const tiers::LaunchArgs&) const override { FAIL("device code ran in a test without a device"); }
     std::size_t code_bytes() const override { return 1000; }
 };

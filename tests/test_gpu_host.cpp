@@ -6,8 +6,9 @@
 #include <kiln/kiln.h>
 
 #include "skip.h"
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "src/core/device.h"
+#include "tiers/gpu/gpu_tier.h"
 
 #include <filesystem>
 #include <fstream>
@@ -49,9 +50,11 @@ TEST_CASE("gpu: KILN_DEVICE=cpu rejects device inputs; without the backend a dev
         Function g = any.load(add_graph());
         CHECK_THROWS_WITH_AS(g({a, a}), doctest::Contains("cuda:0 is not available"), Error);
     }
-    Tensor h = Tensor::wrap(buf, {4}, DType::f32, Device::hip(0));
-    Engine any;
-    CHECK_THROWS_WITH_AS(any.load(add_graph())({h, h}), doctest::Contains("hip:0 is not available"), Error);
+    if (!core::device_available(Device::hip(0), nullptr)) {
+        Tensor h = Tensor::wrap(buf, {4}, DType::f32, Device::hip(0));
+        Engine any;
+        CHECK_THROWS_WITH_AS(any.load(add_graph())({h, h}), doctest::Contains("hip:0 is not available"), Error);
+    }
 }
 
 TEST_CASE("gpu: Function::run takes host tensors only") {
@@ -95,8 +98,50 @@ TEST_CASE("gpu: cuda_api.def agrees with the toolkit's cuda.h") {
     // The static_asserts ran when the tests were built (cmake/KilnApiCheck.cmake); here, a
     // driver that loads has every function of the table (none is reported missing).
     MESSAGE("cuda_api.def was checked against cuda.h at build time");
-    CHECK(kiln::core::cuda::driver_status().why.find("lacks") == std::string::npos);
+    CHECK(kiln::core::gpu::status(Device::Kind::cuda).why.find("lacks") == std::string::npos);
 #else
     kiln::test::skip("cuda.h was not found when the build was configured: cuda_api.def is unchecked");
 #endif
+}
+
+TEST_CASE("gpu: hip_api.def and hip_layout.h agree with the installed hip_runtime_api.h") {
+#if defined(KILN_CHECKED_API_HIP) && defined(KILN_CHECKED_HIP_LAYOUT)
+    // The static_asserts ran when the tests were built (cmake/KilnApiCheck.cmake,
+    // tests/hip_layout_check.cpp); here, a HIP runtime that loads has every function of the table.
+    MESSAGE("hip_api.def and hip_layout.h were checked against hip_runtime_api.h at build time");
+    CHECK(core::gpu::status(Device::Kind::hip).why.find("lacks") == std::string::npos);
+#else
+    kiln::test::skip("hip/hip_runtime_api.h was not found when the build was configured: hip_api.def is unchecked");
+#endif
+}
+
+TEST_CASE("gpu: the HIP runtime loads where it is installed; without an AMD GPU, hip:0 says why") {
+    const core::gpu::Status& st = core::gpu::status(Device::Kind::hip);
+    if (st.library.empty()) {
+        kiln::test::skip("the HIP runtime is not installed: " + st.why);
+        return;
+    }
+    MESSAGE("HIP runtime " << st.library << ", version " << st.driver_version << ": "
+                           << (st.available ? std::to_string(st.device_count) + " device(s)" : st.why));
+    CHECK(st.why.find("lacks") == std::string::npos);  // every function of hip_api.def resolved
+    CHECK(st.driver_version > 0);
+    std::string why;
+    if (st.available) {  // an AMD GPU: each device's architecture is HIPRTC's name for it
+        for (int i = 0; i < st.device_count; ++i) CHECK(core::gpu::device_info(Device::hip(i)).arch.rfind("gfx", 0) == 0);
+        CHECK_FALSE(core::device_available(Device::hip(st.device_count), &why));
+        CHECK(why.find("no such device") != std::string::npos);
+        return;
+    }
+    CHECK(st.device_count == 0);
+    CHECK_FALSE(core::device_available(Device::hip(0), &why));
+    CHECK(why == st.why);
+    CHECK_FALSE(tiers::gpu::gpu_tier_available(Device::hip(0), &why));
+    CHECK(why == st.why);
+    // The vendor's own words reach the caller: the device factory and KILN_DEVICE=hip.
+    CHECK_THROWS_WITH_AS(Tensor::empty({2}, DType::f32, Device::hip(0)), doctest::Contains(st.why.c_str()), Error);
+    CHECK_THROWS_WITH_AS(Tensor::full({2}, 1.0, DType::f32).to(Device::hip(0)), doctest::Contains(st.why.c_str()), Error);
+    Options o;
+    o.device = "hip";
+    const std::string refused = "the hip backend is not available: " + st.why;
+    CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains(refused.c_str()), Error);
 }

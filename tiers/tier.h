@@ -45,9 +45,9 @@ inline constexpr std::size_t kNumBailouts = 0
 std::string_view bailout_name(Bailout b);
 std::string_view bailout_text(Bailout b);
 
-// Where a kernel's code runs and its buffers must live: the host, or an NVIDIA device (the
-// GPU tier, tiers/gpu/gpu_tier.h; the device's ordinal is the kernel's own).
-enum class Place : std::uint8_t { host, cuda };
+// Where a kernel's code runs and its buffers must live: the host, or a GPU (the GPU tier,
+// tiers/gpu/gpu_tier.h; the device, CUDA or HIP, is the kernel's own).
+enum class Place : std::uint8_t { host, device };
 
 // Host code: runs outer iterations [begin, end) of the kernel over these buffers (inputs,
 // then outputs) and params.

@@ -4,7 +4,7 @@
 #include "jit/exec/run_plan.h"
 #include "jit/tiering/tier_registry.h"
 #include "jit/api/function_impl.h"
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "src/core/device.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
@@ -275,7 +275,7 @@ EngineImpl::EngineImpl(const Options& o) : options(o) {
     if (settings.pipeline.nchwc == passes::NchwcMode::where_it_pays && options.device != "cpu" &&
         (core::device_available(Device::cuda(0), nullptr) || core::device_available(Device::hip(0), nullptr)))
         settings.pipeline.nchwc = passes::NchwcMode::off;
-    if (options.gpu_memory_bytes > 0) core::cuda::set_memory_limit(static_cast<std::size_t>(options.gpu_memory_bytes));
+    if (options.gpu_memory_bytes > 0) core::gpu::set_memory_limit(static_cast<std::size_t>(options.gpu_memory_bytes));
     if (!options.dump.empty()) {  // dump files of every kind go here; create it once
         std::error_code ec;
         std::filesystem::create_directories(options.dump_dir, ec);
@@ -416,16 +416,13 @@ EngineStats Engine::stats() const {
     e.code_cache_misses = cs.misses + gs.misses;
     e.code_cache_evictions = cs.evictions + gs.evictions;
     e.gpu_code_cache_bytes = gs.bytes;
-    if (core::cuda::driver_status().available)  // the caching allocators are process-wide
-        for (int d = 0; d < core::cuda::driver_status().device_count; ++d) {
-            const core::DevicePoolStats ps = core::cuda::pool_stats(d);
-            e.gpu_memory_in_use_bytes += ps.bytes_in_use;
-            e.gpu_memory_cached_bytes += ps.bytes_cached;
-            e.gpu_memory_peak_bytes += ps.peak_bytes;
-            e.gpu_allocations += ps.allocations;
-            e.gpu_frees += ps.frees;
-            e.gpu_oom_retries += ps.oom_retries;
-        }
+    const core::DevicePoolStats ps = core::gpu::all_pool_stats();  // the caching allocators are process-wide
+    e.gpu_memory_in_use_bytes = ps.bytes_in_use;
+    e.gpu_memory_cached_bytes = ps.bytes_cached;
+    e.gpu_memory_peak_bytes = ps.peak_bytes;
+    e.gpu_allocations = ps.allocations;
+    e.gpu_frees = ps.frees;
+    e.gpu_oom_retries = ps.oom_retries;
     if (impl_->resources.trace) e.trace_write_failures = impl_->resources.trace->write_failures();
     if (impl_->resources.disk) {
         const jit::DiskCacheStats ds = impl_->resources.disk->stats();

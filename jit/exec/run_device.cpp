@@ -1,7 +1,7 @@
 #include "jit/exec/run_device.h"
 
 #include "jit/exec/run_plan.h"
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "src/support/check.h"
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_tier.h"
@@ -23,12 +23,12 @@ public:
                std::span<const Tensor> inputs, profiling::ChromeTrace* trace)
         : x_(x), g_(*x.graph), sp_(sp), st_(st), obs_(obs), trace_(trace), dev_(g_.nodes.size()), host_(g_.nodes.size()) {
         for (std::size_t i = 0; i < g_.inputs.size(); ++i) dev_[static_cast<std::size_t>(g_.inputs[i])] = inputs[i];
-        stream_ = core::cuda::thread_stream(st.device.index);
+        stream_ = core::gpu::thread_stream(st.device);
     }
 
     int run();
     Tensor output(std::size_t id) { return device_value(id); }
-    void finish() { core::cuda::synchronize(st_.device.index, static_cast<core::cuda::CUstream>(stream_)); }
+    void finish() { core::gpu::synchronize(st_.device, stream_); }
 
     // tiers::ValueEnv
     const ir::Node& node(ir::ValueId v) override {

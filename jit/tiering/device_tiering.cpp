@@ -11,10 +11,19 @@
 
 namespace kiln::jit {
 
+namespace {
+
+// A device's place in GpuTiers' vectors: CUDA and HIP devices interleaved by ordinal.
+std::size_t slot_of(Device d) {
+    return static_cast<std::size_t>(std::max(d.index, 0)) * 2 + (d.kind == Device::Kind::hip ? 1 : 0);
+}
+
+}  // namespace
+
 std::shared_ptr<tiers::Tier> GpuTiers::get(Device d) {
-    if (!jit_ || d.kind != Device::Kind::cuda || d.index < 0) return nullptr;
+    if (!jit_ || d.kind == Device::Kind::cpu || d.index < 0) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    const auto i = static_cast<std::size_t>(d.index);
+    const std::size_t i = slot_of(d);
     if (tiers_.size() <= i) {
         tiers_.resize(i + 1);
         tried_.resize(i + 1, false);
@@ -22,7 +31,7 @@ std::shared_ptr<tiers::Tier> GpuTiers::get(Device d) {
     if (!tried_[i]) {
         tried_[i] = true;
         std::string why;
-        tiers_[i] = tiers::gpu::make_gpu_tier(d.index, &why);
+        tiers_[i] = tiers::gpu::make_gpu_tier(d, &why);
         if (!tiers_[i]) support::log().warn("{}: no GPU tier ({}); device calls run on the interpreter", d.to_string(), why);
     }
     return tiers_[i];
@@ -30,7 +39,7 @@ std::shared_ptr<tiers::Tier> GpuTiers::get(Device d) {
 
 std::shared_ptr<CodeCache> GpuTiers::cache(Device d) {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto i = static_cast<std::size_t>(std::max(d.index, 0));
+    const std::size_t i = slot_of(d);
     if (caches_.size() <= i) caches_.resize(i + 1);
     if (!caches_[i]) caches_[i] = std::make_shared<CodeCache>(cache_bytes_);
     return caches_[i];

@@ -36,8 +36,9 @@
 
 namespace kiln::jit {
 
-// The engine's GPU tiers, one per device, made on first use (tiers/gpu/gpu_tier.h). With the
-// JIT off, or where NVRTC is missing, there is none and device calls run on tier 0.
+// The engine's GPU tiers, one per device (cuda:N and hip:N), made on first use
+// (tiers/gpu/gpu_tier.h). With the JIT off, or where the device's compiler (NVRTC, HIPRTC)
+// is missing, there is none and device calls run on tier 0.
 class GpuTiers {
 public:
     // `code_cache_bytes`: the bound of each device's code cache (0: none).

@@ -1,7 +1,7 @@
 #pragma once
 // Device memory for tensors whose device is not the CPU, whatever the backend: tensor.cpp
-// calls these, and they dispatch to the backend of the device's kind (src/core/cuda/ for
-// cuda:N; HIP devices are not supported yet: their calls throw kiln::Error saying so).
+// calls these, and they dispatch to the vendor of the device's kind through the GPU runtime
+// (src/core/gpu/runtime.h: the CUDA driver for cuda:N, the HIP runtime for hip:N).
 // Copies and fills are synchronous. Errors: kiln::Error when the backend or the device is
 // missing (saying what is missing), std::bad_alloc when the device is out of memory.
 #include <kiln/dtype.h>

@@ -1,11 +1,12 @@
-// The GPU tests (kiln_gpu_tests): everything that needs a real NVIDIA GPU. On a machine
-// without one every case prints why it skips (tests/skip.h); nothing simulates a device.
+// The GPU tests (kiln_gpu_tests): everything that needs a real GPU. They run on cuda:0 when
+// the GPU tier can use it, else on hip:0 (an AMD GPU); on a machine with neither every case
+// prints why it skips (tests/skip.h); nothing simulates a device. "The device" below is that GPU.
 //
-//   device tensors   factories, copies both ways, views, to_string on cuda:0
-//   differential     the random-graph corpus (tests/random_graphs.h) on cuda:0, each call
+//   device tensors   factories, copies both ways, views, to_string on the device
+//   differential     the random-graph corpus (tests/random_graphs.h) on the device, each call
 //                    three times (tier 0, then the generic kernel, then the specialised one)
 //                    against the interpreter on the host
-//   threads          8 threads calling one function with random shapes on cuda:0
+//   threads          8 threads calling one function with random shapes on the device
 //   out of memory    a small KILN_GPU_MEMORY_BYTES: bad_alloc, counted, and the call after it works
 //   launch failure   an injected failed launch: the group runs on tier 0, the answer is right
 //   vector form      elementwise kernels on aligned and unaligned inputs of every length remainder
@@ -19,7 +20,7 @@
 #include "differential.h"
 #include "random_graphs.h"
 #include "skip.h"
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "tiers/gpu/gpu_tier.h"
 #include "../bench/workloads.h"
 
@@ -39,13 +40,24 @@ namespace diff = kiln::test::diff;
 
 namespace {
 
+// The GPU the tests run on: cuda:0 where the GPU tier can use it, else hip:0 where it can,
+// else cuda:0 (every case then skips, saying why).
+Device gpu_device() {
+    static const Device d = [] {
+        if (tiers::gpu::gpu_tier_available(Device::cuda(0), nullptr)) return Device::cuda(0);
+        if (tiers::gpu::gpu_tier_available(Device::hip(0), nullptr)) return Device::hip(0);
+        return Device::cuda(0);
+    }();
+    return d;
+}
+
 bool have_gpu() {
-    std::string why;
-    if (!tiers::gpu::gpu_tier_available(0, &why)) {
-        test::skip("no usable CUDA device: " + why);
-        return false;
-    }
-    return true;
+    std::string why_cuda, why_hip;
+    if (tiers::gpu::gpu_tier_available(gpu_device(), nullptr)) return true;
+    tiers::gpu::gpu_tier_available(Device::cuda(0), &why_cuda);
+    tiers::gpu::gpu_tier_available(Device::hip(0), &why_hip);
+    test::skip("no usable GPU: cuda:0: " + why_cuda + "; hip:0: " + why_hip);
+    return false;
 }
 
 Options gpu_options() {
@@ -59,7 +71,7 @@ Options gpu_options() {
 
 std::vector<Tensor> to_device(const std::vector<Tensor>& v) {
     std::vector<Tensor> out;
-    for (const Tensor& t : v) out.push_back(t.to(Device::cuda(0)));
+    for (const Tensor& t : v) out.push_back(t.to(gpu_device()));
     return out;
 }
 
@@ -67,33 +79,33 @@ std::vector<Tensor> to_device(const std::vector<Tensor>& v) {
 
 TEST_CASE("device tensors: factories, copies, views") {
     if (!have_gpu()) return;
-    const auto& info = core::cuda::device_info(0);
-    std::cout << "device: " << info.name << ", sm_" << info.cc_major << info.cc_minor << ", " << info.sm_count
-              << " SMs, driver " << core::cuda::driver_status().driver_version << "\n";
+    const auto& info = core::gpu::device_info(gpu_device());
+    std::cout << "device: " << gpu_device().to_string() << ", " << info.name << ", " << info.arch << ", " << info.sm_count
+              << " SMs, driver " << core::gpu::status(gpu_device().kind).driver_version << "\n";
     for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64,
                      DType::boolean}) {
         CAPTURE(dtype_name(dt));
         Tensor h = Tensor::rand({3, 5}, 7, dt, 0.0, 4.0);
-        Tensor d = h.to(Device::cuda(0));
-        CHECK(d.device() == Device::cuda(0));
+        Tensor d = h.to(gpu_device());
+        CHECK(d.device() == gpu_device());
         CHECK(d.data() != h.data());
         CHECK(d.to_doubles() == h.to_doubles());
         CHECK(d.to(Device::cpu()).to_doubles() == h.to_doubles());
-        CHECK(Tensor::zeros({4, 3}, dt, Device::cuda(0)).to_doubles() == std::vector<double>(12, 0.0));
-        CHECK(Tensor::full({2, 2}, 3.0, dt, Device::cuda(0)).to_doubles() == Tensor::full({2, 2}, 3.0, dt).to_doubles());
+        CHECK(Tensor::zeros({4, 3}, dt, gpu_device()).to_doubles() == std::vector<double>(12, 0.0));
+        CHECK(Tensor::full({2, 2}, 3.0, dt, gpu_device()).to_doubles() == Tensor::full({2, 2}, 3.0, dt).to_doubles());
         // A strided view of a device tensor reads back as the same view of the host tensor.
         CHECK(d.transpose(0, 1).to_doubles() == h.transpose(0, 1).to_doubles());
         CHECK(d.slice(1, 1, 5, 2).contiguous().to_doubles() == h.slice(1, 1, 5, 2).to_doubles());
         CHECK(d.item({2, 4}) == h.item({2, 4}));
     }
-    Tensor d = Tensor::full({2, 3}, 1.5, DType::f32, Device::cuda(0));
+    Tensor d = Tensor::full({2, 3}, 1.5, DType::f32, gpu_device());
     d.slice(1, 0, 1).copy_from(Tensor::full({2, 1}, 7.0));  // into a strided device view
     CHECK(d.to_vector<double>() == std::vector<double>{7, 1.5, 1.5, 7, 1.5, 1.5});
-    CHECK(d.to_string().find("cuda:0") != std::string::npos);
-    CHECK_THROWS_AS(Tensor::zeros({2}, DType::f32, Device::cuda(99)), Error);
+    CHECK(d.to_string().find(gpu_device().to_string()) != std::string::npos);
+    CHECK_THROWS_AS(Tensor::zeros({2}, DType::f32, Device{gpu_device().kind, 99}), Error);
 }
 
-TEST_CASE("differential: the random-graph corpus on cuda:0 against the interpreter") {
+TEST_CASE("differential: the random-graph corpus on the device against the interpreter") {
     if (!have_gpu()) return;
     struct Family {
         const char* name;
@@ -133,7 +145,7 @@ TEST_CASE("differential: the random-graph corpus on cuda:0 against the interpret
                     ++calls;
                     REQUIRE(got.size() == want.size());
                     for (std::size_t i = 0; i < got.size(); ++i) {
-                        CHECK(got[i].device() == Device::cuda(0));
+                        CHECK(got[i].device() == gpu_device());
                         const std::string m = diff::compare(got[i].to(Device::cpu()), want[i], c.tol_scale * 4.0);
                         if (!m.empty()) {
                             ++mismatches;
@@ -162,7 +174,7 @@ TEST_CASE("differential: the random-graph corpus on cuda:0 against the interpret
     CHECK(total_mismatches == 0);
 }
 
-TEST_CASE("models: the MLP and the transformer block of the examples and benchmarks on cuda:0") {
+TEST_CASE("models: the MLP and the transformer block of the examples and benchmarks on the device") {
     if (!have_gpu()) return;
     kiln_bench::Mlp mlp = kiln_bench::make_mlp();
     kiln_bench::Transformer tb = kiln_bench::make_transformer();
@@ -180,7 +192,7 @@ TEST_CASE("models: the MLP and the transformer block of the examples and benchma
             Tensor x = Tensor::randn(m.shapes[i], 100 + i);
             const Tensor want = fr({x})[0];
             for (int rep = 0; rep < 3; ++rep) {
-                const Tensor got = fg({x.to(Device::cuda(0))})[0];
+                const Tensor got = fg({x.to(gpu_device())})[0];
                 CHECK_MESSAGE(diff::compare(got.to(Device::cpu()), want, 10.0).empty(),
                               m.name << " " << shape_to_string(m.shapes[i]) << " rep " << rep);
             }
@@ -207,7 +219,7 @@ TEST_CASE("persistent cache: a second process loads every cubin from a warm KILN
     {
         Engine e(o);
         Function f = e.load(tb.graph);
-        for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(Device::cuda(0))});
+        for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(gpu_device())});
         // Groups whose kernel IR matches one compiled before load that one's cubin (a hit
         // already in this process): the second process loads all of them.
         compiled = f.stats().gpu_compiles + f.stats().persistent_cache_hits;
@@ -237,7 +249,7 @@ TEST_CASE("persistent cache (second process): run by the case above") {
     o.cache_dir = dir;
     Engine e(o);
     Function f = e.load(tb.graph);
-    for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(Device::cuda(0))});
+    for (int i = 0; i < 3; ++i) f({Tensor::randn({1, 9, 256}, 1).to(gpu_device())});
     const FunctionStats s = f.stats();
     std::cout << "second process: " << s.gpu_compiles << " compiles, " << s.persistent_cache_hits
               << " cubins loaded from the cache (the first compiled " << expect << ")\n";
@@ -256,23 +268,23 @@ TEST_CASE("trace: GPU groups, compiles, guard failures and launch failures in KI
         Graph g = trace("traced", {arg("x", DType::f32, {dyn("n"), 64})},
                         [](const std::vector<Var>& in) -> std::vector<Var> { return {softmax(in[0] * 2.0, -1)}; });
         Function f = e.load(g);
-        for (int i = 0; i < 3; ++i) f({Tensor::randn({8, 64}, 1).to(Device::cuda(0))});
-        f({Tensor::randn({5, 64}, 1).to(Device::cuda(0))});  // the specialisation's guard fails: generic code
+        for (int i = 0; i < 3; ++i) f({Tensor::randn({8, 64}, 1).to(gpu_device())});
+        f({Tensor::randn({5, 64}, 1).to(gpu_device())});  // the specialisation's guard fails: generic code
         tiers::gpu::fail_next_launches_for_testing(1);
-        f({Tensor::randn({8, 64}, 1).to(Device::cuda(0))});
+        f({Tensor::randn({8, 64}, 1).to(gpu_device())});
     }
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
     const std::string t = text.str();
-    CHECK(t.find("\"device\":\"cuda:0\"") != std::string::npos);
+    CHECK(t.find("\"device\":\"" + gpu_device().to_string() + "\"") != std::string::npos);
     CHECK(t.find("\"cat\":\"compile\"") != std::string::npos);
     CHECK(t.find("guard_failure") != std::string::npos);
     CHECK(t.find("launch_failure") != std::string::npos);
     std::filesystem::remove(path);
 }
 
-TEST_CASE("threads: 8 threads call one function with random shapes on cuda:0") {
+TEST_CASE("threads: 8 threads call one function with random shapes on the device") {
     if (!have_gpu()) return;
     diff::Case c = diff::norm_case(5003);
     Options o = gpu_options();
@@ -312,16 +324,16 @@ TEST_CASE("out of memory under a small KILN_GPU_MEMORY_BYTES") {
     o.gpu_memory_bytes = 8 << 20;
     Engine e(o);
     const std::uint64_t before = e.stats().gpu_oom_retries;
-    CHECK_THROWS_AS(Tensor::empty({64 << 20}, DType::f32, Device::cuda(0)), std::bad_alloc);  // 256 MiB
+    CHECK_THROWS_AS(Tensor::empty({64 << 20}, DType::f32, gpu_device()), std::bad_alloc);  // 256 MiB
     CHECK(e.stats().gpu_oom_retries > before);
     // Smaller requests still work, and a function's call too.
-    Tensor a = Tensor::full({1 << 18}, 2.0, DType::f32, Device::cuda(0));
+    Tensor a = Tensor::full({1 << 18}, 2.0, DType::f32, gpu_device());
     Graph g = trace("double", {arg("x", DType::f32, {dyn("n")})},
                     [](const std::vector<Var>& in) -> std::vector<Var> { return {in[0] * 2.0 + 1.0}; });
     Function f = e.load(g);
     for (int i = 0; i < 3; ++i) CHECK(f({a})[0].item({5}) == 5.0);
     std::cout << "oom: " << e.stats().to_json() << "\n";
-    core::cuda::set_memory_limit(0);
+    core::gpu::set_memory_limit(0);
 }
 
 TEST_CASE("an injected launch failure runs the group on tier 0 with the right answer") {
@@ -333,7 +345,7 @@ TEST_CASE("an injected launch failure runs the group on tier 0 with the right an
     Tensor x = Tensor::randn({32, 64}, 3);
     Engine ref(diff::interpreter_options());
     Tensor want = ref.load(g)({x})[0];
-    Tensor xd = x.to(Device::cuda(0));
+    Tensor xd = x.to(gpu_device());
     for (int i = 0; i < 3; ++i) f({xd});
     CHECK(f.stats().gpu_launches > 0);
     tiers::gpu::fail_next_launches_for_testing(1);
@@ -362,7 +374,7 @@ TEST_CASE("vector form: aligned and unaligned inputs, every length remainder") {
             CAPTURE(n);
             CAPTURE(offset);
             Tensor a = Tensor::randn({n + 3}, 40 + n), b = Tensor::randn({n + 3}, 41 + n);
-            Tensor ad = a.to(Device::cuda(0)).slice(0, offset, offset + n), bd = b.to(Device::cuda(0)).slice(0, 3 - offset, 3 - offset + n);
+            Tensor ad = a.to(gpu_device()).slice(0, offset, offset + n), bd = b.to(gpu_device()).slice(0, 3 - offset, 3 - offset + n);
             const Tensor want = fr({a.slice(0, offset, offset + n).contiguous(), b.slice(0, 3 - offset, 3 - offset + n).contiguous()})[0];
             for (int rep = 0; rep < 3; ++rep) {
                 CHECK(diff::compare(fg({ad, bd})[0].to(Device::cpu()), want, 4.0).empty());
@@ -390,7 +402,7 @@ TEST_CASE("code cache: a bound of one kernel evicts device code, and the calls s
         Tensor x = Tensor::randn({1, seq, 256}, 200 + seq);
         const Tensor want = fr({x})[0];
         for (int rep = 0; rep < 4; ++rep)
-            CHECK_MESSAGE(diff::compare(fg({x.to(Device::cuda(0))})[0].to(Device::cpu()), want, 10.0).empty(),
+            CHECK_MESSAGE(diff::compare(fg({x.to(gpu_device())})[0].to(Device::cpu()), want, 10.0).empty(),
                           "seq " << seq << " rep " << rep);
     }
     const EngineStats es = gpu.stats();

@@ -1,9 +1,10 @@
 #include "tiers/gpu/gpu_tier.h"
 
-#include "src/core/cuda/driver.h"
+#include "src/core/gpu/runtime.h"
 #include "src/support/hash.h"
 #include "src/support/log.h"
 #include "tiers/gpu/gpu_source.h"
+#include "tiers/gpu/hiprtc.h"
 #include "tiers/gpu/nvrtc.h"
 
 #include <algorithm>
@@ -33,18 +34,12 @@ std::string numbered(const std::string& code) {
 
 class GpuKernel final : public CompiledKernel {
 public:
-    GpuKernel(int ordinal, core::cuda::CUmodule module, core::cuda::CUfunction fn, const GpuSource& src,
-              std::size_t bytes, int sm_count)
-        : ordinal_(ordinal), module_(module), fn_(fn), work_(src.work), block_(src.block), per_thread_(std::max(src.per_thread, 1)),
+    GpuKernel(Device device, core::gpu::Module module, core::gpu::Function fn, const GpuSource& src, std::size_t bytes,
+              int sm_count)
+        : device_(device), module_(module), fn_(fn), work_(src.work), block_(src.block), per_thread_(std::max(src.per_thread, 1)),
           num_buffers_(src.num_buffers), num_params_(src.num_params), bytes_(bytes), sm_count_(sm_count) {}
-    ~GpuKernel() override {
-        try {
-            core::cuda::bind(ordinal_);
-            core::cuda::api().cuModuleUnload(module_);
-        } catch (...) {  // the driver is going away with the process
-        }
-    }
-    Place place() const override { return Place::cuda; }
+    ~GpuKernel() override { core::gpu::unload_module(device_, module_); }
+    Place place() const override { return Place::device; }
     std::size_t code_bytes() const override { return bytes_; }
 
     void launch(const LaunchArgs& a) const override {
@@ -72,42 +67,73 @@ public:
         const std::int64_t blocks = std::clamp<std::int64_t>((threads + block_ - 1) / block_, 1,
                                                              static_cast<std::int64_t>(sm_count_) * 32);
         void* params[] = {p};
-        core::cuda::bind(ordinal_);
-        const core::cuda::CUresult r = core::cuda::api().cuLaunchKernel(
-            fn_, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(block_), 1, 1, 0,
-            static_cast<core::cuda::CUstream>(a.queue), params, nullptr);
-        if (r != core::cuda::kSuccess) throw LaunchError("cuLaunchKernel failed: " + core::cuda::error_text(r));
+        const std::string err = core::gpu::launch(device_, fn_, static_cast<unsigned>(blocks), static_cast<unsigned>(block_),
+                                                  a.queue, params);
+        if (!err.empty()) throw LaunchError(err);
     }
 
 private:
-    int ordinal_;
-    core::cuda::CUmodule module_;
-    core::cuda::CUfunction fn_;
+    Device device_;
+    core::gpu::Module module_;
+    core::gpu::Function fn_;
     kir::ExprRef work_;
     int block_, per_thread_, num_buffers_, num_params_;
     std::size_t bytes_;
     int sm_count_;
 };
 
+// The compiler of one device: NVRTC for sm_<arch> (PTX for compute_<arch> when `ptx`), or
+// HIPRTC for a gfx architecture.
+struct Target {
+    Dialect dialect = Dialect::cuda;
+    int sm = 0;        // NVIDIA: 90 for sm_90
+    bool ptx = false;  // NVIDIA: PTX instead of a cubin
+    std::string gfx;   // AMD: "gfx90a"
+};
+
+struct Output {
+    bool ok = false;
+    std::string binary, error;
+};
+
+Output compile_for(const Target& t, const std::string& code, const std::string& name) {
+    if (t.dialect == Dialect::cuda) {
+        NvrtcOutput o = nvrtc_compile(code, name + ".cu", t.sm, t.ptx);
+        return {o.ok, std::move(o.binary), std::move(o.error)};
+    }
+    HiprtcOutput o = hiprtc_compile(code, name + ".hip", t.gfx);
+    return {o.ok, std::move(o.binary), std::move(o.error)};
+}
+
 class GpuTier final : public Tier {
 public:
-    GpuTier(int ordinal, int arch, bool ptx) : ordinal_(ordinal), arch_(arch), ptx_(ptx) {
-        const auto& info = core::cuda::device_info(ordinal);
+    GpuTier(Device device, Target target) : device_(device), target_(std::move(target)) {
+        const auto& info = core::gpu::device_info(device);
         sm_count_ = info.sm_count;
-        const auto& nv = nvrtc_status();
-        // The compiler's build banner: what it makes of an empty program (two NVRTC builds
-        // with one version string may differ), hashed.
-        const NvrtcOutput empty = nvrtc_compile("extern \"C\" __global__ void kiln_empty() {}\n", "empty.cu", arch, ptx);
+        const bool cuda = target_.dialect == Dialect::cuda;
+        // The compiler's build banner: what it makes of an empty program (two builds of a
+        // compiler with one version string may differ), hashed.
+        const Output empty = compile_for(target_, "extern \"C\" __global__ void kiln_empty() {}\n", "empty");
         support::Hasher h;
         h.str(empty.binary);
-        fingerprint_ = "nvrtc " + std::to_string(nv.major) + "." + std::to_string(nv.minor) + ";banner " +
-                       support::hex64(h.digest()) + ";" + (ptx ? "compute_" : "sm_") + std::to_string(arch) +
-                       ";driver " + std::to_string(core::cuda::driver_status().driver_version) + ";" + info.name +
-                       ";printer " + std::to_string(kPrinterRevision);
+        std::string compiler, arch;
+        if (cuda) {
+            const auto& nv = nvrtc_status();
+            compiler = "nvrtc " + std::to_string(nv.major) + "." + std::to_string(nv.minor);
+            arch = (target_.ptx ? "compute_" : "sm_") + std::to_string(target_.sm);
+        } else {
+            const auto& hr = hiprtc_status();
+            compiler = "hiprtc " + std::to_string(hr.major) + "." + std::to_string(hr.minor);
+            arch = target_.gfx;
+        }
+        fingerprint_ = compiler + ";banner " + support::hex64(h.digest()) + ";" + arch + ";driver " +
+                       std::to_string(core::gpu::status(device.kind).driver_version) + ";" + info.name + ";printer " +
+                       std::to_string(kPrinterRevision);
     }
     int level() const override { return 2; }
-    std::string_view name() const override { return "cuda"; }
+    std::string_view name() const override { return target_.dialect == Dialect::cuda ? "cuda" : "hip"; }
     std::string fingerprint() const override { return fingerprint_; }
+    Dialect dialect() const { return target_.dialect; }
 
     CompileResult compile(const kir::Kernel& kernel, const kir::Specialization& spec) override {
         CompileResult r;
@@ -118,11 +144,12 @@ public:
             r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             return r;
         };
-        GpuSource src = print_source(kernel, spec, Dialect::cuda);
+        GpuSource src = print_source(kernel, spec, target_.dialect);
         if (!src.ok) return done(Bailout::unsupported_op, src.why);
-        NvrtcOutput out = nvrtc_compile(src.code, kernel.name + ".cu", arch_, ptx_);
+        Output out = compile_for(target_, src.code, kernel.name);
         if (!out.ok) {
-            support::log().debug("NVRTC failed on {}: {}\n{}", kernel.name, out.error, numbered(src.code));
+            support::log().debug("{} failed on {}: {}\n{}", target_.dialect == Dialect::cuda ? "NVRTC" : "HIPRTC", kernel.name,
+                                 out.error, numbered(src.code));
             return done(Bailout::backend_error, out.error);
         }
         r.object = out.binary;
@@ -132,19 +159,12 @@ public:
     }
     bool persists_code() const override { return true; }
 
-    // Loads `binary` (a cubin or PTX of this tier) for the kernel `src` describes into r.kernel.
+    // Loads `binary` (code of this tier) for the kernel `src` describes into r.kernel.
     bool load_module(CompileResult& r, const GpuSource& src, const std::string& binary) const {
         try {
-            core::cuda::bind(ordinal_);
-            const auto& a = core::cuda::api();
-            core::cuda::CUmodule module = nullptr;
-            core::cuda::check(a.cuModuleLoadData(&module, binary.c_str()), "cuModuleLoadData");
-            core::cuda::CUfunction fn = nullptr;
-            if (auto e = a.cuModuleGetFunction(&fn, module, src.entry.c_str()); e != core::cuda::kSuccess) {
-                a.cuModuleUnload(module);
-                core::cuda::check(e, "cuModuleGetFunction");
-            }
-            r.kernel = std::make_shared<GpuKernel>(ordinal_, module, fn, src, binary.size(), sm_count_);
+            core::gpu::Function fn = nullptr;
+            core::gpu::Module module = core::gpu::load_module(device_, binary, src.entry.c_str(), &fn);
+            r.kernel = std::make_shared<GpuKernel>(device_, module, fn, src, binary.size(), sm_count_);
         } catch (const std::exception& e) {
             r.bailout = Bailout::backend_error;
             r.detail = e.what();
@@ -154,8 +174,8 @@ public:
     }
 
 private:
-    int ordinal_, arch_;
-    bool ptx_;
+    Device device_;
+    Target target_;
     int sm_count_ = 1;
     std::string fingerprint_;
 };
@@ -171,7 +191,7 @@ CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Sp
         r.detail = "not a GPU tier";
         return r;
     }
-    GpuSource src = print_source(kernel, spec, Dialect::cuda);
+    GpuSource src = print_source(kernel, spec, gpu->dialect());
     src.entry = symbol;
     if (!src.ok) {
         r.bailout = Bailout::unsupported_op;
@@ -184,33 +204,45 @@ CompileResult load_gpu_code(Tier& tier, const kir::Kernel& kernel, const kir::Sp
 
 void fail_next_launches_for_testing(int n) noexcept { g_fail_launches.store(n, std::memory_order_relaxed); }
 
-bool gpu_tier_available(int ordinal, std::string* why) {
-    const auto& st = core::cuda::driver_status();
-    if (!st.available) {
-        if (why) *why = st.why;
+bool gpu_tier_available(Device d, std::string* why) {
+    if (d.kind == Device::Kind::cpu) {
+        if (why) *why = "not a GPU device";
         return false;
     }
-    if (ordinal < 0 || ordinal >= st.device_count) {
-        if (why) *why = "no device cuda:" + std::to_string(ordinal);
+    if (!core::gpu::available(d, why)) return false;
+    if (d.kind == Device::Kind::cuda) {
+        const auto& nv = nvrtc_status();
+        if (!nv.available && why) *why = nv.why;
+        return nv.available;
+    }
+    const auto& hr = hiprtc_status();
+    if (!hr.available) {
+        if (why) *why = hr.why;
         return false;
     }
-    const auto& nv = nvrtc_status();
-    if (!nv.available) {
-        if (why) *why = nv.why;
+    const std::string& arch = core::gpu::device_info(d).arch;
+    if (std::find(hr.archs.begin(), hr.archs.end(), arch) == hr.archs.end()) {
+        if (why) *why = "HIPRTC (" + hr.library + ") does not know the device's architecture " + arch;
         return false;
     }
     return true;
 }
 
-std::shared_ptr<Tier> make_gpu_tier(int ordinal, std::string* why) {
-    if (!gpu_tier_available(ordinal, why)) return nullptr;
-    const auto& info = core::cuda::device_info(ordinal);
+std::shared_ptr<Tier> make_gpu_tier(Device d, std::string* why) {
+    if (!gpu_tier_available(d, why)) return nullptr;
+    const auto& info = core::gpu::device_info(d);
+    Target t;
+    if (d.kind == Device::Kind::hip) {
+        t.dialect = Dialect::hip;
+        t.gfx = info.arch;
+        return std::make_shared<GpuTier>(d, t);
+    }
     const int arch = info.cc_major * 10 + info.cc_minor;
     const auto& archs = nvrtc_status().archs;
     // A cubin for the device's own architecture when NVRTC knows it; else PTX for the newest
     // one it knows that the device can run (the driver compiles PTX for its device).
-    if (archs.empty() || std::find(archs.begin(), archs.end(), arch) != archs.end())
-        return std::make_shared<GpuTier>(ordinal, arch, false);
+    t.sm = arch;
+    if (archs.empty() || std::find(archs.begin(), archs.end(), arch) != archs.end()) return std::make_shared<GpuTier>(d, t);
     int best = 0;
     for (int a : archs)
         if (a <= arch) best = std::max(best, a);
@@ -218,7 +250,9 @@ std::shared_ptr<Tier> make_gpu_tier(int ordinal, std::string* why) {
         if (why) *why = "NVRTC supports no architecture at or below sm_" + std::to_string(arch);
         return nullptr;
     }
-    return std::make_shared<GpuTier>(ordinal, best, true);
+    t.sm = best;
+    t.ptx = true;
+    return std::make_shared<GpuTier>(d, t);
 }
 
 }  // namespace kiln::tiers::gpu

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA driver API as Kiln calls it: the types of cuda.h declared without the SDK (opaque
 // handles, the enum values used) and a table of function pointers filled by dlsym from
-// libcuda.so.1 (cuda_api.def). Only src/core/cuda/ and the GPU tier (tiers/gpu/) include it.
+// libcuda.so.1 (cuda_api.def). Only src/core/cuda/driver.cpp includes it.
 #include <cstddef>
 
 namespace kiln::core::cuda {
