@@ -16,10 +16,10 @@
 // bound params another group of the engine already compiled on the device shares that code;
 // code evicted leaves every group that published it, which runs other versions or tier 0
 // and requests it again after another threshold of calls. With KILN_CACHE_DIR, a kernel's
-// cubin is looked up there first (keyed like the CPU tiers' code: the GPU tier's
-// fingerprint, with NVRTC's version and build banner, the architecture, the driver and the
-// printer's revision; the normalised kernel IR; the bound params; Kiln's version) and
-// stored there after a compile.
+// cubin (or AMD code object) is looked up there first (keyed like the CPU tiers' code: the GPU
+// tier's fingerprint, with the compiler's (NVRTC's, HIPRTC's) version and build banner, the
+// architecture, the driver and the printer's revision; the normalised kernel IR; the bound
+// params; Kiln's version) and stored there after a compile.
 #include "jit/exec/code_cache.h"
 #include "jit/exec/run_device.h"
 #include "jit/tiering/compile_queue.h"
@@ -74,8 +74,8 @@ struct DeviceTierCounters {
 
 class DeviceTierManager final : public DeviceObserver {
 public:
-    // `tier`: the device's GPU tier; null runs every group on tier 0 (no JIT, or no NVRTC).
-    // `disk` (may be null): KILN_CACHE_DIR, where cubins persist across processes.
+    // `tier`: the device's GPU tier; null runs every group on tier 0 (no JIT, or no compiler for the device).
+    // `disk` (may be null): KILN_CACHE_DIR, where device code persists across processes.
     DeviceTierManager(std::shared_ptr<const Executable> exe, Device device, std::shared_ptr<tiers::Tier> tier,
                       const Tunables& tunables, std::shared_ptr<CompileQueue> queue,
                       std::shared_ptr<DiskCache> disk = nullptr, std::shared_ptr<profiling::ChromeTrace> trace = nullptr,
