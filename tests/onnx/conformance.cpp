@@ -90,6 +90,7 @@ std::vector<TierRun> kTiers = {
 #endif
 };
 std::size_t kNumRunners = kTiers.size();  // --gpu adds a runner
+Device g_gpu = Device::cpu();             // the gpu runner's device (--gpu, when there is one)
 
 // ---- what is in scope: the ONNX spellings of the inference ops of DESIGN.md section 1
 // (float and integer), and the ONNX ops that are compositions of them ----
@@ -274,7 +275,7 @@ TestReport run_one(const fs::path& dir, bool verbose) {
                 Function f = engine.load(g);
                 if (kTiers[t].gpu) {
                     std::vector<Tensor> dev;
-                    for (const auto& a : args) dev.push_back(a.to(Device::cuda(0)));
+                    for (const auto& a : args) dev.push_back(a.to(g_gpu));
                     std::string diff;
                     for (int rep = 0; rep < 3 && diff.empty(); ++rep) {
                         std::vector<Tensor> got = f(dev);
@@ -434,14 +435,21 @@ int gpu_source_check(const Args& args) {
 int main(int argc, char** argv) {
     Args args = parse_args(argc, argv);
     if (args.gpu_source) return fs::exists(args.data) ? gpu_source_check(args) : 77;
-    if (args.gpu) {  // a runner on cuda:0 beside the host's, when there is one
-        try {
-            (void)Tensor::empty({1}, DType::f32, Device::cuda(0));
-            kTiers.push_back({"gpu", 1, gpu_options, true});
-            kNumRunners = kTiers.size();
-        } catch (const Error& e) {
-            std::cout << "onnx_conformance: skipped: the gpu runner: " << e.what() << "\n";
+    if (args.gpu) {  // a runner on cuda:0 (else hip:0) beside the host's, when there is one
+        std::string why;
+        for (Device d : {Device::cuda(0), Device::hip(0)}) {
+            try {
+                (void)Tensor::empty({1}, DType::f32, d);
+                g_gpu = d;
+                kTiers.push_back({"gpu", 1, gpu_options, true});
+                kNumRunners = kTiers.size();
+                break;
+            } catch (const Error& e) {
+                why += std::string(why.empty() ? "" : "; ") + e.what();
+            }
         }
+        if (kTiers.back().gpu) std::cout << "onnx_conformance: the gpu runner on " << g_gpu.to_string() << "\n";
+        else std::cout << "onnx_conformance: skipped: the gpu runner: " << why << "\n";
     }
     if (!fs::is_directory(args.data)) {
         std::cout << "SKIP: " << args.data << " not found (apt-get install libonnx-testdata)\n";
