@@ -91,18 +91,9 @@ struct Target {
     std::string gfx;   // AMD: "gfx90a"
 };
 
-struct Output {
-    bool ok = false;
-    std::string binary, error;
-};
-
-Output compile_for(const Target& t, const std::string& code, const std::string& name) {
-    if (t.dialect == Dialect::cuda) {
-        NvrtcOutput o = nvrtc_compile(code, name + ".cu", t.sm, t.ptx);
-        return {o.ok, std::move(o.binary), std::move(o.error)};
-    }
-    HiprtcOutput o = hiprtc_compile(code, name + ".hip", t.gfx);
-    return {o.ok, std::move(o.binary), std::move(o.error)};
+RtcOutput compile_for(const Target& t, const std::string& code, const std::string& name) {
+    if (t.dialect == Dialect::cuda) return nvrtc_compile(code, name + ".cu", t.sm, t.ptx);
+    return hiprtc_compile(code, name + ".hip", t.gfx);
 }
 
 class GpuTier final : public Tier {
@@ -113,7 +104,7 @@ public:
         const bool cuda = target_.dialect == Dialect::cuda;
         // The compiler's build banner: what it makes of an empty program (two builds of a
         // compiler with one version string may differ), hashed.
-        const Output empty = compile_for(target_, "extern \"C\" __global__ void kiln_empty() {}\n", "empty");
+        const RtcOutput empty = compile_for(target_, "extern \"C\" __global__ void kiln_empty() {}\n", "empty");
         support::Hasher h;
         h.str(empty.binary);
         std::string compiler, arch;
@@ -146,7 +137,7 @@ public:
         };
         GpuSource src = print_source(kernel, spec, target_.dialect);
         if (!src.ok) return done(Bailout::unsupported_op, src.why);
-        Output out = compile_for(target_, src.code, kernel.name);
+        RtcOutput out = compile_for(target_, src.code, kernel.name);
         if (!out.ok) {
             support::log().debug("{} failed on {}: {}\n{}", target_.dialect == Dialect::cuda ? "NVRTC" : "HIPRTC", kernel.name,
                                  out.error, numbered(src.code));

@@ -4,6 +4,8 @@
 // missing library, an architecture that the installed compiler does not know (HIPRTC would
 // abort the process on it: it is checked first against comgr's list) or a failed compile is a
 // result with the reason (and HIPRTC's log).
+#include "tiers/gpu/rtc_output.h"
+
 #include <string>
 #include <vector>
 
@@ -19,13 +21,7 @@ struct HiprtcStatus {
 // Loads HIPRTC and comgr once per process (thread-safe) and reports what it found.
 const HiprtcStatus& hiprtc_status();
 
-struct HiprtcOutput {
-    bool ok = false;
-    std::string binary;  // the code object
-    std::string log;     // HIPRTC's log (warnings too)
-    std::string error;   // when !ok: the reason and the log
-    double ms = 0.0;
-};
+using HiprtcOutput = RtcOutput;
 // Compiles `source` (named `name` in messages) for --offload-arch=<arch>; FMA contraction
 // on, fast math off. Thread-safe; compiles run one at a time (concurrent ones crash HIPRTC
 // of ROCm 5.2).

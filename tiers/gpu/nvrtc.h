@@ -2,6 +2,8 @@
 // NVRTC, loaded at run time (libnvrtc.so.13, then .12): CUDA C source to a cubin for one
 // architecture, or to PTX. Never throws: a missing library or a failed compile is a result
 // with the reason (and NVRTC's log).
+#include "tiers/gpu/rtc_output.h"
+
 #include <string>
 #include <vector>
 
@@ -17,13 +19,7 @@ struct NvrtcStatus {
 // Loads NVRTC once per process (thread-safe) and reports what it found.
 const NvrtcStatus& nvrtc_status();
 
-struct NvrtcOutput {
-    bool ok = false;
-    std::string binary;  // the cubin (or PTX text when ptx was asked)
-    std::string log;     // NVRTC's log (warnings too)
-    std::string error;   // when !ok: the NVRTC error and the log
-    double ms = 0.0;
-};
+using NvrtcOutput = RtcOutput;
 // Compiles `source` (named `name` in messages) for sm_<arch> (e.g. 90). ptx: emit PTX for
 // compute_<arch> instead of a cubin. Options: FMA contraction on, fast math off, -default-device.
 NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, int arch, bool ptx = false);

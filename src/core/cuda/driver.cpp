@@ -64,16 +64,15 @@ public:
     void fill(void* dst, unsigned char value, std::size_t bytes, gpu::Stream s) override {
         check(api.cuMemsetD8Async(dptr(dst), value, bytes, static_cast<CUstream>(s)), "cuMemsetD8Async");
     }
-    gpu::Module load_module(const std::string& image, const char* entry, gpu::Function* fn) override {
+    gpu::Module load_module(const std::string& image) override {
         CUmodule module = nullptr;
         check(api.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
-        CUfunction f = nullptr;
-        if (CUresult r = api.cuModuleGetFunction(&f, module, entry); r != kSuccess) {
-            api.cuModuleUnload(module);
-            check(r, "cuModuleGetFunction");
-        }
-        *fn = f;
         return module;
+    }
+    gpu::Function get_function(gpu::Module m, const char* entry) override {
+        CUfunction f = nullptr;
+        check(api.cuModuleGetFunction(&f, static_cast<CUmodule>(m), entry), "cuModuleGetFunction");
+        return f;
     }
     void unload_module(gpu::Module m) noexcept override { api.cuModuleUnload(static_cast<CUmodule>(m)); }
     std::string launch(gpu::Function fn, unsigned grid, unsigned block, gpu::Stream s, void** params) override {

@@ -202,8 +202,6 @@ void release(Device d, void* p, std::size_t block_bytes) {
     pool(d).release(p, block_bytes, s);
 }
 
-DevicePoolStats pool_stats(Device d) { return pool(d).stats(); }
-
 DevicePoolStats all_pool_stats() {
     DevicePoolStats sum;
     each_pool([&](DevicePool& p) {
@@ -227,10 +225,6 @@ void set_memory_limit(std::size_t bytes) {
     each_pool([&](DevicePool& p) { p.set_limit(bytes); });
 }
 
-void trim_pools() {
-    each_pool([](DevicePool& p) { p.trim(); });
-}
-
 void copy(Device d, CopyKind kind, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     Stream s = thread_stream(d);
@@ -247,7 +241,15 @@ void fill_bytes(Device d, void* dst, unsigned char value, std::size_t bytes) {
 
 Module load_module(Device d, const std::string& image, const char* entry, Function* fn) {
     bind(d);
-    return backend_for(d).loaded.vendor->load_module(image, entry, fn);
+    Vendor& v = *backend_for(d).loaded.vendor;
+    Module m = v.load_module(image);
+    try {
+        *fn = v.get_function(m, entry);
+    } catch (...) {
+        v.unload_module(m);
+        throw;
+    }
+    return m;
 }
 
 void unload_module(Device d, Module m) noexcept {

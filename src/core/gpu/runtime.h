@@ -35,18 +35,17 @@ void synchronize(Device d, Stream s);
 // Memory from the device's pool, released stream-ordered on the calling thread's stream.
 void* allocate(Device d, std::size_t bytes, std::size_t* block_bytes);
 void release(Device d, void* p, std::size_t block_bytes);
-DevicePoolStats pool_stats(Device d);
 // The pools of every device of every loaded backend, summed.
 DevicePoolStats all_pool_stats();
 // Bounds every device's pool (KILN_GPU_MEMORY_BYTES; 0: none). Process-wide.
 void set_memory_limit(std::size_t bytes);
-void trim_pools();
 
 // Synchronous copies and fills on the calling thread's stream of `d`.
 void copy(Device d, CopyKind kind, void* dst, const void* src, std::size_t bytes);
 void fill_bytes(Device d, void* dst, unsigned char value, std::size_t bytes);
 
-// Code objects on `d` (bound first); see Vendor.
+// Code objects on `d` (bound first); see Vendor. load_module loads `image` and finds its
+// kernel `entry` (the module is unloaded again when the kernel is missing).
 Module load_module(Device d, const std::string& image, const char* entry, Function* fn);
 void unload_module(Device d, Module m) noexcept;
 std::string launch(Device d, Function fn, unsigned grid, unsigned block, Stream s, void** params);

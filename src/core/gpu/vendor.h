@@ -49,8 +49,9 @@ public:
     virtual void free(void* p) = 0;                   // waits for the device, as the vendors' frees do
     virtual void copy(CopyKind kind, void* dst, const void* src, std::size_t bytes, Stream s) = 0;
     virtual void fill(void* dst, unsigned char value, std::size_t bytes, Stream s) = 0;
-    // Loads a code object (cubin, PTX, AMD code object) and finds its kernel `entry`.
-    virtual Module load_module(const std::string& image, const char* entry, Function* fn) = 0;
+    // Loads a code object (cubin, PTX, AMD code object); finds a kernel of a loaded module.
+    virtual Module load_module(const std::string& image) = 0;
+    virtual Function get_function(Module m, const char* entry) = 0;
     virtual void unload_module(Module m) noexcept = 0;
     // Queues a 1-D launch; "" when queued, else the vendor's error text.
     virtual std::string launch(Function fn, unsigned grid, unsigned block, Stream s, void** params) = 0;

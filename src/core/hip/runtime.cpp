@@ -83,16 +83,15 @@ public:
     void fill(void* dst, unsigned char value, std::size_t bytes, gpu::Stream s) override {
         check(api.hipMemsetD8Async(dst, value, bytes, static_cast<hipStream_t>(s)), "hipMemsetD8Async");
     }
-    gpu::Module load_module(const std::string& image, const char* entry, gpu::Function* fn) override {
+    gpu::Module load_module(const std::string& image) override {
         hipModule_t module = nullptr;
         check(api.hipModuleLoadData(&module, image.data()), "hipModuleLoadData");
-        hipFunction_t f = nullptr;
-        if (hipError_t r = api.hipModuleGetFunction(&f, module, entry); r != hipSuccess) {
-            api.hipModuleUnload(module);
-            check(r, "hipModuleGetFunction");
-        }
-        *fn = f;
         return module;
+    }
+    gpu::Function get_function(gpu::Module m, const char* entry) override {
+        hipFunction_t f = nullptr;
+        check(api.hipModuleGetFunction(&f, static_cast<hipModule_t>(m), entry), "hipModuleGetFunction");
+        return f;
     }
     void unload_module(gpu::Module m) noexcept override { api.hipModuleUnload(static_cast<hipModule_t>(m)); }
     std::string launch(gpu::Function fn, unsigned grid, unsigned block, gpu::Stream s, void** params) override {
