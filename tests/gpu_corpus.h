@@ -3,10 +3,12 @@
 // tests/test_gpu_hiprtc.cpp): every lowered group of the differential corpus's graphs
 // (tests/random_graphs.h, the seeds test_differential.cpp runs), printed without a
 // specialisation and with every param bound to its size at the graph's first call; the
-// hand-built kernels of tests/tier_kernels.h; and one kernel that uses every op in every type.
+// hand-built kernels of tests/tier_kernels.h; one kernel that uses every op in every type; and
+// the groups of the benchmarks' MLP and transformer block at several shapes.
 // Compiling them is the runtime compiler's job (compile_all): in parallel, each source once.
 #include <doctest/doctest.h>
 
+#include "../bench/workloads.h"
 #include "random_graphs.h"
 #include "tier_kernels.h"
 
@@ -170,6 +172,38 @@ inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources
     for (std::thread& t : workers) t.join();
     for (std::size_t i = 0; i < sources.size(); ++i) res[i] = res[first[sources[i]]];
     return res;
+}
+
+// The groups of a traced model, generic and specialised at each of `shapes` (one input).
+inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, const std::vector<Shape>& shapes) {
+    std::vector<Item> out;
+    const auto plan = jit::lower_function(g.impl());
+    for (const Shape& shape : shapes) {
+        const auto sp = jit::make_shape_plan(*plan, {shape}, "gpu source");
+        for (const auto& gr : plan->groups) {
+            if (!gr->kernel) continue;
+            const kir::Kernel& k = *gr->kernel;
+            std::vector<std::int64_t> params;
+            jit::group_params(k, gr->group, *sp, params);
+            kir::Specialization spec;
+            spec.params.assign(params.begin(), params.end());
+            const std::string what = name + " " + shape_to_string(shape) + " group " + gr->group.name;
+            if (&shape == &shapes.front()) out.push_back({what, k, {}});
+            out.push_back({what + " (specialised)", k, spec});
+        }
+    }
+    return out;
+}
+
+// The MLP and the transformer block of bench/workloads.h at shapes from one row to many
+// (the specialised matmuls of 128 rows and more take tiles; the norms, one row per 32 lanes).
+inline std::vector<Item> model_kernels() {
+    const kiln_bench::Mlp mlp = kiln_bench::make_mlp();
+    const kiln_bench::Transformer tb = kiln_bench::make_transformer();
+    std::vector<Item> items = model_kernels("mlp", mlp.graph, {{1, 784}, {32, 784}, {256, 784}, {4096, 784}});
+    for (auto& it : model_kernels("transformer_block", tb.graph, {{1, 1, 256}, {1, 128, 256}, {1, 512, 256}}))
+        items.push_back(std::move(it));
+    return items;
 }
 
 // Prints every item in `dialect`; each must print.

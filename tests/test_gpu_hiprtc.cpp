@@ -1,7 +1,7 @@
 // The GPU source printer's HIP dialect (tiers/gpu/gpu_source.h) and the HIPRTC loader
 // (tiers/gpu/hiprtc.h), without an AMD GPU: every kernel of tests/gpu_corpus.h prints as HIP and
-// compiles with HIPRTC for gfx90a. Skipped with the reason when HIPRTC (Debian's
-// libamdhip64-dev) is not installed. hiprtc_api.def and comgr_api.def are checked against
+// compiles with HIPRTC for gfx90a (the models' groups for gfx1030 too). Skipped with the
+// reason when HIPRTC (Debian's libamdhip64-dev) is not installed. hiprtc_api.def and comgr_api.def are checked against
 // their headers at build time where those are installed (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
@@ -20,19 +20,20 @@ namespace {
 
 const std::string kArch = "gfx90a";
 
-// Prints every item as HIP and compiles it for gfx90a; says how many compiled.
-void compile_items(const std::string& what, const std::vector<gpu_test::Item>& items) {
+// Prints every item as HIP and compiles it for `arch` (gfx90a: CDNA2, 64-lane wavefronts;
+// gfx1030: RDNA2, 32-lane); says how many compiled.
+void compile_items(const std::string& what, const std::vector<gpu_test::Item>& items, const std::string& arch = kArch) {
     const gpu::HiprtcStatus& st = gpu::hiprtc_status();
     if (!st.available) {
         test::skip("HIPRTC is not available: " + st.why);
         return;
     }
-    if (std::find(st.archs.begin(), st.archs.end(), kArch) == st.archs.end()) {
-        test::skip("the installed HIPRTC does not target " + kArch);
+    if (std::find(st.archs.begin(), st.archs.end(), arch) == st.archs.end()) {
+        test::skip("the installed HIPRTC does not target " + arch);
         return;
     }
-    gpu_test::check_compiled(what, kArch, items, gpu_test::print_all(items, gpu::Dialect::hip), [](const std::string& src) {
-        const gpu::HiprtcOutput o = gpu::hiprtc_compile(src, "kiln.hip", kArch);
+    gpu_test::check_compiled(what, arch, items, gpu_test::print_all(items, gpu::Dialect::hip), [&arch](const std::string& src) {
+        const gpu::HiprtcOutput o = gpu::hiprtc_compile(src, "kiln.hip", arch);
         return gpu_test::Compiled{o.ok && !o.binary.empty(), o.error};
     });
 }
@@ -59,6 +60,20 @@ TEST_CASE("gpu hiprtc: HIPRTC loads, or says why not; an unknown architecture is
 
 TEST_CASE("gpu hiprtc: the hand-built kernels and every op in every type compile for gfx90a") {
     compile_items("hand-built", gpu_test::hand_kernels());
+}
+
+TEST_CASE("gpu hiprtc: the benchmarks' models compile for gfx90a and gfx1030, row and tiled forms included") {
+    const std::vector<gpu_test::Item> items = gpu_test::model_kernels();
+    int rows = 0, tiles = 0;
+    for (const auto& it : items) {
+        const gpu::GpuSource s = gpu::print_source(it.kernel, it.spec, gpu::Dialect::hip);
+        rows += s.code.find(", s, 32);") != std::string::npos;
+        tiles += s.code.find("__shared__") != std::string::npos;
+    }
+    CHECK(rows > 0);
+    CHECK(tiles > 0);
+    compile_items("models", items);
+    compile_items("models", items, "gfx1030");
 }
 
 #define KILN_GPU_FAMILY_CASE(i, family)                                                   \

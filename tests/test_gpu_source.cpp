@@ -8,7 +8,6 @@
 #include <doctest/doctest.h>
 
 #include "gpu_corpus.h"
-#include "../bench/workloads.h"
 #include "skip.h"
 #include "tiers/gpu/nvrtc.h"
 #include "tiers/gpu/print_p.h"
@@ -161,7 +160,7 @@ TEST_CASE("gpu source: a bound param prints as a literal, an unbound one from th
     CHECK(bound.entry != free.entry);
 }
 
-TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (CUDA, 128 rows or more known)") {
+TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul by element) or 256 per tile of C (128 rows or more known)") {
     const kir::Kernel k = strided_kernel();
     const gpu::GpuSource s = gpu::print_source(k, {}, gpu::Dialect::cuda);
     REQUIRE(s.ok);
@@ -192,12 +191,47 @@ TEST_CASE("gpu source: work is the extent (generic form), batch * m * n (matmul 
         REQUIRE_MESSAGE(ms.ok, ms.why);
         CHECK(kir::eval_index(ms.work, b) == 17 * 1 * 256);  // ceil(520 / 32) tiles of 32 x 32
         CHECK(ms.code.find("__shared__") != std::string::npos);
+        // HIP takes the same forms: the tile's layout is in threads of a block.
         const gpu::GpuSource hs = gpu::print_source(mk, {}, gpu::Dialect::hip);
         REQUIRE_MESSAGE(hs.ok, hs.why);
         CHECK(kir::eval_index(hs.work, b) == 4 * 130 * 3);
         CHECK(hs.code.find("for (long long item = ") != std::string::npos);
+        const gpu::GpuSource hms = gpu::print_source(mk, spec, gpu::Dialect::hip);
+        REQUIRE_MESSAGE(hms.ok, hms.why);
+        CHECK(kir::eval_index(hms.work, b) == 17 * 1 * 256);
+        CHECK(hms.code.find("__shared__") != std::string::npos);
     }
     CHECK(matmuls == 1);
+}
+
+TEST_CASE("gpu source: row groups take 32 lanes per row in both dialects, with each dialect's shuffles") {
+    // softmax then layer_norm over the last axis of [R, 100]: the row groups' passes split
+    // across 32 lanes, their sums and maxima combined by an xor butterfly.
+    Graph g = trace("rows", {arg("x", DType::f32, {dyn("R"), 100}), arg("w", DType::f32, {100}), arg("b", DType::f32, {100})},
+                    [](const std::vector<Var>& in) -> Var { return layer_norm(softmax(in[0], -1), in[1], in[2], 1e-5); });
+    const auto plan = jit::lower_function(g.impl());
+    int rows = 0;
+    for (const auto& gr : plan->groups) {
+        if (!gr->kernel || !gr->kernel->extent) continue;
+        const kir::Kernel& k = *gr->kernel;
+        const gpu::GpuSource c = gpu::print_source(k, {}, gpu::Dialect::cuda);
+        const gpu::GpuSource h = gpu::print_source(k, {}, gpu::Dialect::hip);
+        REQUIRE_MESSAGE(c.ok, c.why);
+        REQUIRE_MESSAGE(h.ok, h.why);
+        if (c.code.find("__shfl_xor_sync") == std::string::npos) continue;
+        ++rows;
+        std::vector<std::int64_t> params(k.params.size(), 7);
+        CHECK(kir::eval_index(c.work, params.data()) == 32 * kir::eval_index(k.extent, params.data()));
+        CHECK(kir::eval_index(h.work, params.data()) == 32 * kir::eval_index(k.extent, params.data()));
+        CHECK(c.code.find("__syncwarp();") != std::string::npos);
+        // HIP: shuffles bounded to 32 lanes (a wave64 holds two rows), a fence for __syncwarp.
+        CHECK(h.code.find("__shfl_xor_sync") == std::string::npos);
+        CHECK(h.code.find("__syncwarp") == std::string::npos);
+        CHECK(count(h.code, ", s, 32);") == count(c.code, "__shfl_xor_sync(0xffffffffu, "));
+        CHECK(count(h.code, "__threadfence_block();") == count(c.code, "__syncwarp();"));
+        CHECK(h.code.find("const int lane = (int)(item & 31);") != std::string::npos);
+    }
+    CHECK(rows >= 1);  // softmax and layer_norm chain into one row group (or two)
 }
 
 TEST_CASE("gpu source: what it cannot express is a reason, never an exception") {
@@ -266,33 +300,8 @@ TEST_CASE("gpu source: NVRTC loads, or says why not") {
     CHECK(ptx.binary.find(".entry k") != std::string::npos);
 }
 
-// The groups of a traced model, generic and specialised at each of `shapes` (one input).
-static std::vector<gpu_test::Item> model_kernels(const std::string& name, const Graph& g, const std::vector<Shape>& shapes) {
-    std::vector<gpu_test::Item> out;
-    const auto plan = jit::lower_function(g.impl());
-    for (const Shape& shape : shapes) {
-        const auto sp = jit::make_shape_plan(*plan, {shape}, "gpu source");
-        for (const auto& gr : plan->groups) {
-            if (!gr->kernel) continue;
-            const kir::Kernel& k = *gr->kernel;
-            std::vector<std::int64_t> params;
-            jit::group_params(k, gr->group, *sp, params);
-            kir::Specialization spec;
-            spec.params.assign(params.begin(), params.end());
-            const std::string what = name + " " + shape_to_string(shape) + " group " + gr->group.name;
-            if (&shape == &shapes.front()) out.push_back({what, k, {}});
-            out.push_back({what + " (specialised)", k, spec});
-        }
-    }
-    return out;
-}
-
 TEST_CASE("gpu source: the examples' and benchmarks' models (MLP, transformer block) compile with NVRTC, every matmul form included") {
-    const kiln_bench::Mlp mlp = kiln_bench::make_mlp();
-    const kiln_bench::Transformer tb = kiln_bench::make_transformer();
-    std::vector<gpu_test::Item> items = model_kernels("mlp", mlp.graph, {{1, 784}, {32, 784}, {256, 784}, {4096, 784}});
-    for (auto& it : model_kernels("transformer_block", tb.graph, {{1, 1, 256}, {1, 128, 256}, {1, 512, 256}}))
-        items.push_back(std::move(it));
+    const std::vector<gpu_test::Item> items = gpu_test::model_kernels();
     // Products of 128 rows and more print tiled: tiles of 32 where few, of 64 where many.
     int tiles32 = 0, tiles64 = 0;
     for (const auto& it : items) {

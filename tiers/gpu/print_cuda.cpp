@@ -157,9 +157,10 @@ std::size_t print_vector(Printer& p, GpuSource& src, const VectorPlan& plan) {
     return at;
 }
 
-// Warp-per-row form (print_p.h: WarpPlan): work = extent * 32 items, one warp per outer
-// index. The grid-stride step is a multiple of 32, so the lanes of a warp always share their
-// outer index and run the same iterations of it (the shuffles need every lane).
+// Warp-per-row form (print_p.h: WarpPlan): work = extent * 32 items, 32 lanes per outer
+// index (a CUDA warp; a HIP wave32, or half a wave64). The grid-stride step is a multiple of
+// 64, so the 32 lanes of a row always share their outer index and run the same iterations
+// of it (the shuffles need every lane).
 std::size_t print_warp_rows(Printer& p, GpuSource& src, std::vector<ExprRef>& keep, const detail::WarpPlan& plan) {
     const kir::Kernel& k = p.kernel();
     src.work = imul(k.extent, kir::index_const(32));
@@ -317,24 +318,23 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
     src.num_params = static_cast<int>(k.params.size());
     try {
         if (spec.params.size() > k.params.size()) throw Unsupported{"the specialisation binds more params than the kernel has"};
-        Printer p(k, spec);
+        Printer p(k, spec, dialect);
         std::vector<ExprRef> keep;  // expressions the printer made: alive while it remembers them
         p.indent = 1;
         const bool matmul = k.matmul && !k.matmul->im2col;
         detail::WarpPlan plan;
-        // HIP's wavefront may be 64 lanes wide: the warp form is CUDA's only.
-        const bool rows = !matmul && dialect == Dialect::cuda && k.extent && detail::plan_warp_rows(k, &plan);
+        const bool rows = !matmul && k.extent && detail::plan_warp_rows(k, &plan);
         // The tiled form for products of at least 128 rows known when printing (with fewer, the
         // element form measured faster on an H200: MLP batch 32 0.11 ms against 0.23; a tile of
         // few rows idles most of its threads, and few tiles leave the device idle: the
-        // element form is faster there, and serves the generic kernel whose rows vary); the
-        // element form for HIP too (whose wavefronts the tile layout was not written for).
+        // element form is faster there, and serves the generic kernel whose rows vary).
         // Tiles of 64 when they make at least 256 blocks (about two per multiprocessor of a
-        // large GPU), else of 32, which make four times as many.
+        // large GPU), else of 32, which make four times as many. Both dialects: the tile's
+        // layout is in threads of a block, whatever the warp or wavefront width.
         const std::optional<std::int64_t> m_rows = matmul ? bound_value(k.matmul->m, spec) : std::nullopt;
         const std::optional<std::int64_t> n_cols = matmul ? bound_value(k.matmul->n, spec) : std::nullopt;
         const std::optional<std::int64_t> batch = matmul ? bound_value(k.matmul->batch, spec) : std::nullopt;
-        const bool tiled = dialect == Dialect::cuda && m_rows && *m_rows >= 128;
+        const bool tiled = m_rows && *m_rows >= 128;
         const bool big = m_rows && n_cols && batch && *batch * ((*m_rows + 63) / 64) * ((*n_cols + 63) / 64) >= 256;
         VectorPlan vplan;
         const bool vector = !matmul && !rows && plan_vector(k, &vplan);

@@ -91,8 +91,10 @@ void Printer::stmt(const Stmt& s) {
         stmts(s.body);
         --depth_;
         close();
-        // What one lane stored in the loop, another may read in a later one.
-        if (split) line("__syncwarp();");
+        // What one lane stored in the loop, another may read in a later one. A HIP wavefront
+        // runs its lanes in lock step, and its lanes' memory operations reach one L1 cache in
+        // order: a fence keeps the compiler from moving a later load above the loop's stores.
+        if (split) line(dialect_ == Dialect::cuda ? "__syncwarp();" : "__threadfence_block();");
         if (split)
             for (const WarpReduction& r : *split) {  // every lane gets the total of the lanes' partial results
                 const std::string t = temp_name(r.temp), T = c_type(r.type), n(kir::type_name(r.type));
@@ -104,7 +106,9 @@ void Printer::stmt(const Stmt& s) {
                     combine = helper("kiln_" + std::string(kir::op_name(r.op)) + "_" + n) + "(" + t + ", o)";
                 }
                 open("for (int s = 16; s > 0; s >>= 1)");
-                line("const " + T + " o = __shfl_xor_sync(0xffffffffu, " + t + ", s);");
+                // HIP: the width keeps a wave64's two rows apart (the lanes xor within 32).
+                line("const " + T + " o = " +
+                     (dialect_ == Dialect::cuda ? "__shfl_xor_sync(0xffffffffu, " + t + ", s)" : "__shfl_xor(" + t + ", s, 32)") + ";");
                 line(t + " = " + combine + ";");
                 close();
             }

@@ -39,11 +39,12 @@ bool is_helper(const std::string& name);
 
 // ---- the warp-per-row form (print_rows.cpp) ----
 
-// A row kernel run by one warp per outer index: the top-level loops over the row are split
+// A row kernel run by 32 lanes per outer index: the top-level loops over the row are split
 // across the 32 lanes (lane j takes iterations j, j + 32, ...), each reduction temp of a
 // split loop is combined across the lanes after it (a butterfly of shuffles, so every lane
 // holds the total), the other top-level statements run in every lane alike, and top-level
-// stores are made by lane 0.
+// stores are made by lane 0. On CUDA the 32 lanes are a warp; on HIP they are a wavefront
+// of 32 (RDNA) or half of one of 64 (CDNA), whose shuffles are bounded to their 32 lanes.
 struct WarpReduction {
     int temp = -1;
     // add, max or min (t = t op e); or gt / lt for the select form t = select(e > t, e, t) /
@@ -69,7 +70,7 @@ bool plan_warp_rows(const kir::Kernel& k, WarpPlan* plan);
 
 class Printer {
 public:
-    Printer(const kir::Kernel& k, const kir::Specialization& spec) : k_(k), spec_(spec) {}
+    Printer(const kir::Kernel& k, const kir::Specialization& spec, Dialect dialect) : k_(k), spec_(spec), dialect_(dialect) {}
 
     // Prints statements at the current indent.
     void stmts(const std::vector<kir::StmtRef>& body);
@@ -95,6 +96,7 @@ public:
     int indent = 0;
 
     const kir::Kernel& kernel() const { return k_; }
+    Dialect dialect() const { return dialect_; }
     // The warp-per-row form's plan, while printing that form (else null).
     const WarpPlan* warp = nullptr;
     // The vector form (print_cuda.cpp), while it prints one lane: a load or store at exactly
@@ -109,6 +111,7 @@ public:
 private:
     const kir::Kernel& k_;
     const kir::Specialization& spec_;
+    const Dialect dialect_;
     // Hoisted subexpressions of the scope being printed, with an undo log (a scope's
     // entries go when it ends: a statement, a branch).
     std::unordered_map<const kir::Expr*, std::string> memo_;
