@@ -174,12 +174,13 @@ inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources
     return res;
 }
 
-// The groups of a traced model, generic and specialised at each of `shapes` (one input).
-inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, const std::vector<Shape>& shapes) {
+// The groups of a traced model, generic and specialised at each of `calls` (the shapes of
+// its inputs at one call).
+inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, const std::vector<std::vector<Shape>>& calls) {
     std::vector<Item> out;
     const auto plan = jit::lower_function(g.impl());
-    for (const Shape& shape : shapes) {
-        const auto sp = jit::make_shape_plan(*plan, {shape}, "gpu source");
+    for (const std::vector<Shape>& shapes : calls) {
+        const auto sp = jit::make_shape_plan(*plan, shapes, "gpu source");
         for (const auto& gr : plan->groups) {
             if (!gr->kernel) continue;
             const kir::Kernel& k = *gr->kernel;
@@ -187,8 +188,8 @@ inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, 
             jit::group_params(k, gr->group, *sp, params);
             kir::Specialization spec;
             spec.params.assign(params.begin(), params.end());
-            const std::string what = name + " " + shape_to_string(shape) + " group " + gr->group.name;
-            if (&shape == &shapes.front()) out.push_back({what, k, {}});
+            const std::string what = name + " " + shape_to_string(shapes.front()) + " group " + gr->group.name;
+            if (&shapes == &calls.front()) out.push_back({what, k, {}});
             out.push_back({what + " (specialised)", k, spec});
         }
     }
@@ -200,8 +201,8 @@ inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, 
 inline std::vector<Item> model_kernels() {
     const kiln_bench::Mlp mlp = kiln_bench::make_mlp();
     const kiln_bench::Transformer tb = kiln_bench::make_transformer();
-    std::vector<Item> items = model_kernels("mlp", mlp.graph, {{1, 784}, {32, 784}, {256, 784}, {4096, 784}});
-    for (auto& it : model_kernels("transformer_block", tb.graph, {{1, 1, 256}, {1, 128, 256}, {1, 512, 256}}))
+    std::vector<Item> items = model_kernels("mlp", mlp.graph, {{{1, 784}}, {{32, 784}}, {{256, 784}}, {{4096, 784}}});
+    for (auto& it : model_kernels("transformer_block", tb.graph, {{{1, 1, 256}}, {{1, 128, 256}}, {{1, 512, 256}}}))
         items.push_back(std::move(it));
     return items;
 }

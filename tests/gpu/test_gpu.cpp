@@ -205,6 +205,54 @@ TEST_CASE("models: the MLP and the transformer block of the examples and benchma
     }
 }
 
+TEST_CASE("convolutions: the implicit-GEMM forms on the device (tiles, element form), plain, grouped, strided, dilated, depthwise") {
+    if (!have_gpu()) return;
+    // 3x3 convs with bias and relu; weights constant (as an ONNX model's) or an argument.
+    // Channels and pixels that fill tiles of 32 and that leave remainders (48 channels,
+    // 15 x 15 images); the first call's shapes make the tier-2 kernel, the others run it or
+    // the generic kernel (the image size is dynamic).
+    struct Conv {
+        const char* name;
+        std::int64_t cin, cout, groups, stride, dilation;
+        bool const_w;
+    };
+    const Conv convs[] = {
+        {"plain", 32, 64, 1, 1, 1, true},    {"plain, weights an argument", 32, 64, 1, 1, 1, false},
+        {"odd channels", 24, 48, 1, 1, 1, true}, {"grouped", 64, 64, 4, 1, 1, true},
+        {"strided", 32, 64, 1, 2, 1, true},  {"dilated", 32, 64, 1, 1, 2, true},
+        {"depthwise", 32, 32, 32, 1, 1, true},
+    };
+    std::uint64_t mismatches = 0;
+    for (const Conv& cv : convs) {
+        const Tensor w = Tensor::randn({cv.cout, cv.cin / cv.groups, 3, 3}, 7), b = Tensor::randn({cv.cout}, 8);
+        std::vector<ArgSpec> args{arg("x", DType::f32, {dyn("N"), cv.cin, dyn("H"), dyn("W")})};
+        if (!cv.const_w) args.push_back(arg("w", DType::f32, {cv.cout, cv.cin / cv.groups, 3, 3}));
+        Graph g = trace("conv", args, [&](const std::vector<Var>& in) -> Var {
+            const Var wv = cv.const_w ? Var(w) : in[1];
+            return relu(conv2d(in[0], wv, Var(b), {cv.stride, cv.stride}, {cv.dilation, cv.dilation}, {cv.dilation, cv.dilation}, cv.groups));
+        });
+        Engine ref(diff::interpreter_options()), gpu(gpu_options());
+        Function fr = ref.load(g), fg = gpu.load(g);
+        const Shape shapes[] = {{2, cv.cin, 16, 16}, {1, cv.cin, 15, 15}, {3, cv.cin, 16, 16}, {2, cv.cin, 9, 31}};
+        for (std::size_t i = 0; i < std::size(shapes); ++i) {
+            std::vector<Tensor> in{Tensor::randn(shapes[i], 100 + i)};
+            if (!cv.const_w) in.push_back(w);
+            const Tensor want = fr(in)[0];
+            for (int rep = 0; rep < 3; ++rep) {
+                const Tensor got = fg(to_device(in))[0];
+                const std::string m = diff::compare(got.to(Device::cpu()), want, 10.0);
+                if (!m.empty()) ++mismatches;
+                CHECK_MESSAGE(m.empty(), cv.name << " " << shape_to_string(shapes[i]) << " rep " << rep << ": " << m);
+            }
+        }
+        const FunctionStats s = fg.stats();
+        std::cout << "conv " << cv.name << ": tier 0/1/2 " << s.calls_by_tier[0] << "/" << s.calls_by_tier[1] << "/"
+                  << s.calls_by_tier[2] << ", " << s.gpu_compiles << " compiles, " << s.gpu_launches << " launches\n";
+        CHECK_MESSAGE(s.calls_by_tier[2] > 0, cv.name << " never ran tier 2");
+    }
+    CHECK(mismatches == 0);
+}
+
 // The persistent cache: this process compiles the transformer block's kernels into a fresh
 // KILN_CACHE_DIR, then runs a second process (this binary, the case below) that must load
 // every one of them from there and compile none.

@@ -4,11 +4,11 @@
 // - vector: the generic form four items at a time, with 128-bit loads and stores of the
 //   buffers read or written at the outer index (elementwise kernels);
 // - warp per row (print_rows.cpp) and the tiled matmul (below);
-// - matmul (a MatmulHint without im2col): one item per output element, the dot product
-//   over k in the accumulator's type and then the hint's epilogue. The generic form's outer
-//   index is a block of up to limits::matmul_row_block rows: far too coarse for a GPU.
-// Convolutions (im2col hints) print in the generic form for now: one item is a block of
-// output channels and pixels, correct but with little parallelism.
+// - matmul (a MatmulHint): one item per output element, the dot product over k in the
+//   accumulator's type and then the hint's epilogue. The generic form's outer index is a
+//   block of up to limits::matmul_row_block rows: far too coarse for a GPU. A convolution
+//   (a hint with im2col) takes the same forms as an implicit GEMM: its operands' elements
+//   are the loop nest's own (B's a select of a load of the image and 0 where padded).
 #include "tiers/gpu/print_p.h"
 
 #include "src/support/hash.h"
@@ -184,6 +184,48 @@ void check_hint(const kir::Kernel& k) {
         throw Unsupported{"a matmul hint whose accumulator is not a temporary of its type"};
 }
 
+// The operands of a matmul kernel's dot product: A's element at (row_var, k_var) and B's at
+// (k_var, col_var), expressions of those loop variables, the batch variable and params.
+// For a dense B they are built from the hint (k_var a fresh variable); for a convolution they
+// are the loop nest's own: its loop over k whose body is the one assignment
+// t<acc> = t<acc> + A * B (src/kir/lower_conv.cpp), B being the im2col select.
+struct Operands {
+    int k_var = -1;
+    ExprRef a_el, b_el;
+};
+Operands operands(const kir::Kernel& k, std::vector<ExprRef>& keep) {
+    const kir::MatmulHint& h = *k.matmul;
+    Operands o;
+    if (!h.im2col) {
+        o.k_var = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
+        const ExprRef kvar = kir::var(o.k_var);
+        o.a_el = kir::load(h.a, h.type, iadd(h.a_offset, iadd(imul(kir::var(h.row_var), h.k), kvar)));
+        o.b_el = kir::load(h.b, h.type, iadd(h.b_offset, iadd(imul(kvar, h.n), kir::var(h.col_var))));
+        keep.insert(keep.end(), {kvar, o.a_el, o.b_el});
+        return o;
+    }
+    std::function<bool(const std::vector<kir::StmtRef>&)> find = [&](const std::vector<kir::StmtRef>& body) {
+        for (const kir::StmtRef& st : body) {
+            if (!st || st->kind != kir::StmtKind::Loop) continue;
+            if (st->body.size() == 1 && st->body[0] && st->body[0]->kind == kir::StmtKind::Assign && st->body[0]->var == h.acc_temp) {
+                const ExprRef& v = st->body[0]->value;
+                const bool sum = v && v->kind == kir::ExprKind::Binary && v->bop == kir::BinaryOp::add && v->args.size() == 2 &&
+                                 v->args[0]->kind == kir::ExprKind::Temp && v->args[0]->id == h.acc_temp;
+                const ExprRef prod = sum ? v->args[1] : nullptr;
+                if (prod && prod->kind == kir::ExprKind::Binary && prod->bop == kir::BinaryOp::mul && prod->args.size() == 2 &&
+                    prod->args[0]->kind == kir::ExprKind::Load && prod->args[0]->id == h.a) {
+                    o = {st->var, prod->args[0], prod->args[1]};
+                    return true;
+                }
+            }
+            if (find(st->body)) return true;
+        }
+        return false;
+    };
+    if (!find(k.body)) throw Unsupported{"a convolution's loop nest without its dot product"};
+    return o;
+}
+
 // Matmul form: work = batch * m * n items (batch, row, col), each the dot product of a row
 // of A and a column of B in the accumulator type, in k order as the loop nest sums, then
 // the epilogue, which reads the accumulator temp and the three loop variables and stores.
@@ -191,6 +233,7 @@ std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep)
     const kir::Kernel& k = p.kernel();
     const kir::MatmulHint& h = *k.matmul;
     check_hint(k);
+    const Operands ops = operands(k, keep);
     src.work = imul(imul(h.batch, h.m), h.n);
     const std::string m = p.expr(h.m), n = p.expr(h.n);
     const std::size_t at = open_items(p, "item");
@@ -198,14 +241,12 @@ std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep)
     p.line("const long long " + c + " = item % " + n + ", item_rows = item / " + n + ";");  // m, n > 0 where work > 0
     p.line("const long long " + r + " = item_rows % " + m + ", " + b + " = item_rows / " + m + ";");
     // The dot product, as KIR statements (so loads and the sum print like the nest's).
-    const int kv = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
-    const ExprRef acc = kir::temp(h.acc_temp, h.type), kvar = kir::var(kv);
-    const ExprRef a_el = kir::load(h.a, h.type, iadd(h.a_offset, iadd(imul(kir::var(h.row_var), h.k), kvar)));
-    const ExprRef b_el = kir::load(h.b, h.type, iadd(h.b_offset, iadd(imul(kvar, h.n), kir::var(h.col_var))));
+    const ExprRef acc = kir::temp(h.acc_temp, h.type);
     std::vector<kir::StmtRef> body{
         kir::assign(h.acc_temp, kir::constant(h.type, 0.0)),
-        kir::loop(kv, kir::index_const(0), h.k, {kir::assign(h.acc_temp, kir::binary(kir::BinaryOp::add, acc, kir::binary(kir::BinaryOp::mul, a_el, b_el)))})};
-    keep.insert(keep.end(), {acc, kvar, a_el, b_el});
+        kir::loop(ops.k_var, kir::index_const(0), h.k,
+                  {kir::assign(h.acc_temp, kir::binary(kir::BinaryOp::add, acc, kir::binary(kir::BinaryOp::mul, ops.a_el, ops.b_el)))})};
+    keep.push_back(acc);
     p.stmts(body);
     p.stmts(h.epilogue);
     p.close();
@@ -240,23 +281,36 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     p.line("const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;");
     p.open("for (long long tile = blockIdx.x; tile < (a.work >> 8); tile += gridDim.x)");
     const std::size_t at = p.out.size();
-    const int kv = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
     const std::string b = Printer::var_name(h.batch_var), r = Printer::var_name(h.row_var), c = Printer::var_name(h.col_var);
-    const std::string gr = Printer::var_name(kv), gk = Printer::var_name(kv + 1), gc = Printer::var_name(kv + 2);
     p.line("const long long tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, " + b + " = tile / tiles_n / tiles_m;");
-    p.expr_line("const long long a_off = ", h.a_offset, ";");
-    p.expr_line("const long long b_off = ", h.b_offset, ";");
+    // A's element at (gr, gk) and B's at (gk, gc). Dense operands: loads at offsets computed
+    // once per tile (a_off, b_off); a convolution's: the loop nest's own expressions, of its
+    // row, k and column variables.
+    ExprRef a_el, b_el;
+    std::string gr, gk, gc, a_decl, b_decl;
+    if (h.im2col) {
+        const Operands ops = operands(k, keep);
+        a_el = ops.a_el;
+        b_el = ops.b_el;
+        gr = r, gk = Printer::var_name(ops.k_var), gc = c;
+    } else {
+        const int kv = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
+        gr = Printer::var_name(kv), gk = Printer::var_name(kv + 1), gc = Printer::var_name(kv + 2);
+        p.expr_line("const long long a_off = ", h.a_offset, ";");
+        p.expr_line("const long long b_off = ", h.b_offset, ";");
+        a_el = kir::load(h.a, h.type, iadd(kir::var(kv + 3), iadd(imul(kir::var(kv), h.k), kir::var(kv + 1))));
+        b_el = kir::load(h.b, h.type, iadd(kir::var(kv + 4), iadd(imul(kir::var(kv + 1), h.n), kir::var(kv + 2))));
+        keep.insert(keep.end(), {a_el, b_el});
+        a_decl = ", " + Printer::var_name(kv + 3) + " = a_off";
+        b_decl = ", " + Printer::var_name(kv + 4) + " = b_off";
+    }
     p.line(T + " acc[" + R + "][" + R + "];");
     p.line("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + R + "; ++j) acc[i][j] = " + zero + ";");
     p.open("for (long long k0 = 0; k0 < K; k0 += 16)");
     // A's tile: S rows x 16 k; B's: 16 k x S columns; zeros outside the matrices.
-    const ExprRef a_el = kir::load(h.a, h.type, iadd(kir::var(kv + 3), iadd(imul(kir::var(kv), h.k), kir::var(kv + 1))));
-    const ExprRef b_el = kir::load(h.b, h.type, iadd(kir::var(kv + 4), iadd(imul(kir::var(kv + 1), h.n), kir::var(kv + 2))));
-    keep.insert(keep.end(), {a_el, b_el});
-    const std::string a_off = Printer::var_name(kv + 3), b_off = Printer::var_name(kv + 4);
     p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
     p.line("const int rr = l >> 4, kk = l & 15;");
-    p.line("const long long " + gr + " = tm * " + s + " + rr, " + gk + " = k0 + kk, " + a_off + " = a_off;");
+    p.line("const long long " + gr + " = tm * " + s + " + rr, " + gk + " = k0 + kk" + a_decl + ";");
     p.open("if (" + gr + " < M && " + gk + " < K)");
     p.expr_line("As[kk][rr] = ", a_el, ";");
     p.close();
@@ -264,7 +318,7 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     p.close();
     p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
     p.line("const int kk = l >> " + b_shift + ", cc = l & " + s1 + ";");
-    p.line("const long long " + gk + " = k0 + kk, " + gc + " = tn * " + s + " + cc, " + b_off + " = b_off;");
+    p.line("const long long " + gk + " = k0 + kk, " + gc + " = tn * " + s + " + cc" + b_decl + ";");
     p.open("if (" + gk + " < K && " + gc + " < N)");
     p.expr_line("Bs[kk][cc] = ", b_el, ";");
     p.close();
@@ -321,7 +375,7 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         Printer p(k, spec, dialect);
         std::vector<ExprRef> keep;  // expressions the printer made: alive while it remembers them
         p.indent = 1;
-        const bool matmul = k.matmul && !k.matmul->im2col;
+        const bool matmul = k.matmul.has_value();
         detail::WarpPlan plan;
         const bool rows = !matmul && k.extent && detail::plan_warp_rows(k, &plan);
         // The tiled form for products of at least 128 rows known when printing (with fewer, the
@@ -334,7 +388,9 @@ GpuSource print_source(const kir::Kernel& k, const kir::Specialization& spec, Di
         const std::optional<std::int64_t> m_rows = matmul ? bound_value(k.matmul->m, spec) : std::nullopt;
         const std::optional<std::int64_t> n_cols = matmul ? bound_value(k.matmul->n, spec) : std::nullopt;
         const std::optional<std::int64_t> batch = matmul ? bound_value(k.matmul->batch, spec) : std::nullopt;
-        const bool tiled = m_rows && *m_rows >= 128;
+        // Convolutions: tiles when the output channels fill a tile of 32 and the pixels four
+        // (their rows are the channels, which are few: resnet's 64 would not reach 128).
+        const bool tiled = m_rows && (matmul && k.matmul->im2col ? *m_rows >= 32 && n_cols && *n_cols >= 128 : *m_rows >= 128);
         const bool big = m_rows && n_cols && batch && *batch * ((*m_rows + 63) / 64) * ((*n_cols + 63) / 64) >= 256;
         VectorPlan vplan;
         const bool vector = !matmul && !rows && plan_vector(k, &vplan);
