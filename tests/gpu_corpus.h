@@ -4,7 +4,7 @@
 // (tests/random_graphs.h, the seeds test_differential.cpp runs), printed without a
 // specialisation and with every param bound to its size at the graph's first call; the
 // hand-built kernels of tests/tier_kernels.h; one kernel that uses every op in every type; and
-// the groups of the benchmarks' MLP and transformer block at several shapes.
+// the groups of the benchmarks' MLP and transformer block at several shapes; and 3x3 convs.
 // Compiling them is the runtime compiler's job (compile_all): in parallel, each source once.
 #include <doctest/doctest.h>
 
@@ -204,6 +204,25 @@ inline std::vector<Item> model_kernels() {
     std::vector<Item> items = model_kernels("mlp", mlp.graph, {{{1, 784}}, {{32, 784}}, {{256, 784}}, {{4096, 784}}});
     for (auto& it : model_kernels("transformer_block", tb.graph, {{{1, 1, 256}}, {{1, 128, 256}}, {{1, 512, 256}}}))
         items.push_back(std::move(it));
+    return items;
+}
+
+// The conv groups of x [N, 32, H, W] * w (3x3, padded, with bias and relu): plain, grouped,
+// strided and dilated; generic and specialised on N = 2, H = W = 16.
+inline std::vector<Item> conv_kernels() {
+    struct Form {
+        const char* name;
+        std::int64_t groups, stride, dilation;
+    };
+    std::vector<Item> items;
+    for (const Form& f : {Form{"plain", 1, 1, 1}, Form{"grouped", 4, 1, 1}, Form{"strided", 1, 2, 1}, Form{"dilated", 1, 1, 2}}) {
+        Graph g = trace("conv", {arg("x", DType::f32, {dyn("N"), 32, dyn("H"), dyn("W")}), arg("w", DType::f32, {64, 32 / f.groups, 3, 3}), arg("b", DType::f32, {64})},
+                        [&f](const std::vector<Var>& in) -> Var {
+                            return relu(conv2d(in[0], in[1], in[2], {f.stride, f.stride}, {f.dilation, f.dilation}, {f.dilation, f.dilation}, f.groups));
+                        });
+        for (auto& it : model_kernels(std::string("conv ") + f.name, g, {{{2, 32, 16, 16}, {64, 32 / f.groups, 3, 3}, {64}}}))
+            if (it.kernel.matmul && it.kernel.matmul->im2col) items.push_back(std::move(it));
+    }
     return items;
 }
 

@@ -76,6 +76,10 @@ TEST_CASE("gpu hiprtc: the benchmarks' models compile for gfx90a and gfx1030, ro
     compile_items("models", items, "gfx1030");
 }
 
+TEST_CASE("gpu hiprtc: convolutions as implicit GEMMs (element and tiled forms) compile for gfx90a") {
+    compile_items("convolutions", gpu_test::conv_kernels());
+}
+
 #define KILN_GPU_FAMILY_CASE(i, family)                                                   \
     TEST_CASE("gpu hiprtc: the differential corpus compiles for gfx90a: " #family) {     \
         const gpu_test::Family& f = gpu_test::families().at(i);                          \

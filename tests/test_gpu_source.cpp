@@ -234,27 +234,8 @@ TEST_CASE("gpu source: row groups take 32 lanes per row in both dialects, with e
     CHECK(rows >= 1);  // softmax and layer_norm chain into one row group (or two)
 }
 
-// The conv groups of x [N, 32, H, W] * w (3x3, padded, with bias and relu): plain, grouped,
-// strided and dilated; generic and specialised on N = 2, H = W = 16.
-static std::vector<gpu_test::Item> conv_items() {
-    struct Form {
-        const char* name;
-        std::int64_t groups, stride, dilation;
-    };
-    std::vector<gpu_test::Item> items;
-    for (const Form& f : {Form{"plain", 1, 1, 1}, Form{"grouped", 4, 1, 1}, Form{"strided", 1, 2, 1}, Form{"dilated", 1, 1, 2}}) {
-        Graph g = trace("conv", {arg("x", DType::f32, {dyn("N"), 32, dyn("H"), dyn("W")}), arg("w", DType::f32, {64, 32 / f.groups, 3, 3}), arg("b", DType::f32, {64})},
-                        [&f](const std::vector<Var>& in) -> Var {
-                            return relu(conv2d(in[0], in[1], in[2], {f.stride, f.stride}, {f.dilation, f.dilation}, {f.dilation, f.dilation}, f.groups));
-                        });
-        for (auto& it : gpu_test::model_kernels(std::string("conv ") + f.name, g, {{{2, 32, 16, 16}, {64, 32 / f.groups, 3, 3}, {64}}}))
-            if (it.kernel.matmul && it.kernel.matmul->im2col) items.push_back(std::move(it));
-    }
-    return items;
-}
-
 TEST_CASE("gpu source: convolutions print as implicit GEMMs: one thread per output element, tiles when known to fill them") {
-    const std::vector<gpu_test::Item> items = conv_items();
+    const std::vector<gpu_test::Item> items = gpu_test::conv_kernels();
     REQUIRE(items.size() == 8);  // each conv generic, then specialised
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
         const gpu_test::Item &generic = items[i], &bound = items[i + 1];
