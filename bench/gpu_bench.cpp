@@ -6,7 +6,8 @@
 //   - the elementwise chain on 16M floats and softmax(layer_norm) on [4096,1024] at tier 2,
 //     as a fraction of the copy bandwidth;
 //   - the MLP (784-1024-1024-10) and the transformer block (d 256) per call, after tier-up,
-//     for bench/torch_gpu.py to put beside PyTorch eager on the same GPU.
+//     and 3x3 convolutions with bias and relu (64 -> 64 channels on 8 x 56 x 56; depthwise
+//     on 8 x 128 x 56 x 56), for bench/torch_gpu.py to put beside PyTorch eager on the same GPU.
 // All times are medians of repeated calls, each ending when its outputs are ready.
 #include <kiln/kiln.h>
 
@@ -158,6 +159,21 @@ int main() {
         std::printf("transformer stats: gpu_compiles %llu, gpu_compile_ms %.1f, launches %llu\n",
                     static_cast<unsigned long long>(st.gpu_compiles), st.gpu_compile_ms,
                     static_cast<unsigned long long>(st.gpu_launches));
+    }
+    // 3x3 convolutions, padded, with bias and relu (weights constant, as a model's).
+    for (const std::int64_t groups : {std::int64_t{1}, std::int64_t{128}}) {
+        const std::int64_t n = 8, c = groups == 1 ? 64 : 128, hw = 56;
+        Tensor w = kiln_bench::weight({c, c / groups, 3, 3}, 31, 0.05f), b = kiln_bench::weight({c}, 32, 0.02f);
+        Graph g = trace("conv", {arg("x", DType::f32, {dyn("N"), c, hw, hw})}, [&](const std::vector<Var>& v) -> std::vector<Var> {
+            return {relu(conv2d(v[0], w, b, {1, 1}, {1, 1}, {1, 1}, groups))};
+        });
+        Function f = e.load(g);
+        std::vector<Tensor> in{Tensor::randn({n, c, hw, hw}, 7).to(cuda)};
+        const double ms = steady_ms(f, in, 50);
+        const double flops = 2.0 * double(n * c * (c / groups) * 9 * hw * hw);
+        std::printf("conv3x3 %s [%lld,%lld,%lld,%lld]: %.3f ms (%.0f GFLOP/s)\n", groups == 1 ? "dense" : "depthwise",
+                    static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(hw), static_cast<long long>(hw), ms,
+                    flops / (ms * 1e6));
     }
     compile_latency({mlp.graph, tb.graph});
     std::printf("engine: %s\n", e.stats().to_json().c_str());

@@ -113,6 +113,15 @@ def main():
             fl = 2.0 * s * (D * 3 * D + D * D + 2 * D * Fh) + 4.0 * H * s * s * Dh
             print(f"transformer block seq {s}: {ms:.3f} ms ({fl / (ms * 1e6):.0f} GFLOP/s)")
 
+        for groups in (1, 128):
+            n, c, hw = 8, 64 if groups == 1 else 128, 56
+            w, bias = rnd(c, c // groups, 3, 3, scale=0.05), rnd(c, scale=0.02)
+            xc = rnd(n, c, hw, hw)
+            ms = steady(lambda: F.relu(F.conv2d(xc, w, bias, 1, 1, 1, groups)), 50)
+            fl = 2.0 * n * c * (c // groups) * 9 * hw * hw
+            kind = "dense" if groups == 1 else "depthwise"
+            print(f"conv3x3 {kind} [{n},{c},{hw},{hw}]: {ms:.3f} ms ({fl / (ms * 1e6):.0f} GFLOP/s)")
+
 
 if __name__ == "__main__":
     main()
