@@ -57,26 +57,38 @@ struct Item {
     kir::Specialization spec;
 };
 
-// Every lowered kernel of the family's graphs, each without and with a specialisation.
+// The groups of a traced model, generic (at the first call) and specialised at each of
+// `calls` (the shapes of its inputs at one call; a kernel without params only generic).
+inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, const std::vector<std::vector<Shape>>& calls) {
+    std::vector<Item> out;
+    const auto plan = jit::lower_function(g.impl());
+    for (const std::vector<Shape>& shapes : calls) {
+        const auto sp = jit::make_shape_plan(*plan, shapes, "gpu corpus");
+        for (const auto& gr : plan->groups) {
+            if (!gr->kernel) continue;
+            const kir::Kernel& k = *gr->kernel;
+            std::vector<std::int64_t> params;
+            jit::group_params(k, gr->group, *sp, params);
+            kir::Specialization spec;
+            spec.params.assign(params.begin(), params.end());
+            const std::string what = name + " " + shape_to_string(shapes.front()) + " group " + gr->group.name;
+            if (&shapes == &calls.front()) out.push_back({what, k, {}});
+            if (!k.params.empty()) out.push_back({what + " (specialised)", k, spec});
+        }
+    }
+    return out;
+}
+
+// Every lowered kernel of the family's graphs, each without and with a specialisation at
+// the graph's first call.
 inline std::vector<Item> family_kernels(const Family& f) {
     std::vector<Item> out;
     for (std::uint64_t seed : test::diff::seeds(f.first_seed, f.graphs)) {
         const test::diff::Case c = f.make(seed);
-        const auto plan = jit::lower_function(c.graph.impl());
         std::vector<Shape> shapes;
         for (const Tensor& t : c.calls.at(0)) shapes.push_back(t.shape());
-        const auto sp = jit::make_shape_plan(*plan, shapes, "gpu corpus");
-        for (const auto& g : plan->groups) {
-            if (!g->kernel) continue;
-            const kir::Kernel& k = *g->kernel;
-            std::vector<std::int64_t> params;
-            jit::group_params(k, g->group, *sp, params);
-            kir::Specialization spec;
-            spec.params.assign(params.begin(), params.end());
-            const std::string what = std::string(f.name) + " seed " + std::to_string(seed) + " group " + g->group.name;
-            out.push_back({what, k, {}});
-            if (!k.params.empty()) out.push_back({what + " (specialised)", k, spec});
-        }
+        for (Item& it : model_kernels(std::string(f.name) + " seed " + std::to_string(seed), c.graph, {shapes}))
+            out.push_back(std::move(it));
     }
     return out;
 }
@@ -174,27 +186,6 @@ inline std::vector<Compiled> compile_all(const std::vector<std::string>& sources
     return res;
 }
 
-// The groups of a traced model, generic and specialised at each of `calls` (the shapes of
-// its inputs at one call).
-inline std::vector<Item> model_kernels(const std::string& name, const Graph& g, const std::vector<std::vector<Shape>>& calls) {
-    std::vector<Item> out;
-    const auto plan = jit::lower_function(g.impl());
-    for (const std::vector<Shape>& shapes : calls) {
-        const auto sp = jit::make_shape_plan(*plan, shapes, "gpu source");
-        for (const auto& gr : plan->groups) {
-            if (!gr->kernel) continue;
-            const kir::Kernel& k = *gr->kernel;
-            std::vector<std::int64_t> params;
-            jit::group_params(k, gr->group, *sp, params);
-            kir::Specialization spec;
-            spec.params.assign(params.begin(), params.end());
-            const std::string what = name + " " + shape_to_string(shapes.front()) + " group " + gr->group.name;
-            if (&shapes == &calls.front()) out.push_back({what, k, {}});
-            out.push_back({what + " (specialised)", k, spec});
-        }
-    }
-    return out;
-}
 
 // The MLP and the transformer block of bench/workloads.h at shapes from one row to many
 // (the specialised matmuls of 128 rows and more take tiles; the norms, one row per 32 lanes).
