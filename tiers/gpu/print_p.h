@@ -96,7 +96,6 @@ public:
     int indent = 0;
 
     const kir::Kernel& kernel() const { return k_; }
-    Dialect dialect() const { return dialect_; }
     // The warp-per-row form's plan, while printing that form (else null).
     const WarpPlan* warp = nullptr;
     // The vector form (print_cuda.cpp), while it prints one lane: a load or store at exactly
