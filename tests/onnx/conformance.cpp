@@ -9,7 +9,8 @@
 //
 // --gpu-source: instead of running the tests, print every group of every model that loads
 // as CUDA C (generic: every dim a kernel parameter) and compile it with NVRTC for sm_80 and
-// sm_90; exit 1 when one does not compile, 77 when NVRTC is not installed. No GPU needed.
+// sm_90, and as HIP compiled with HIPRTC for gfx90a where HIPRTC is installed; exit 1 when
+// one does not compile, 77 when neither compiler is installed. No GPU needed.
 // --gpu: a runner "gpu" beside the host's: the inputs on cuda:0, three calls (the
 // interpreter on host copies, the generic kernel, the specialised kernel), each compared.
 // --expect FILE: lines "<test> <tier> [compiled]" that passed before (and ran compiled code
@@ -20,6 +21,7 @@
 
 #include "jit/exec/pipeline.h"
 #include "tiers/gpu/gpu_source.h"
+#include "tiers/gpu/hiprtc.h"
 #include "tiers/gpu/nvrtc.h"
 
 #include <algorithm>
@@ -377,19 +379,25 @@ Args parse_args(int argc, char** argv) {
 
 }  // namespace
 
-// --gpu-source: every group of every model that loads, printed and compiled for sm_80 and sm_90.
+// --gpu-source: every group of every model that loads, printed as CUDA C and compiled for
+// sm_80 and sm_90, and as HIP for gfx90a (each compiler where it is installed).
 int gpu_source_check(const Args& args) {
     namespace gpu = kiln::tiers::gpu;
-    if (!gpu::nvrtc_status().available) {
-        std::cout << "onnx_conformance --gpu-source: skipped: " << gpu::nvrtc_status().why << "\n";
-        return 77;
-    }
+    const bool nvrtc = gpu::nvrtc_status().available;
+    const std::string hip_arch = "gfx90a";
+    const auto& hs = gpu::hiprtc_status();
+    const bool hiprtc = hs.available && std::find(hs.archs.begin(), hs.archs.end(), hip_arch) != hs.archs.end();
+    if (!nvrtc) std::cout << "onnx_conformance --gpu-source: NVRTC skipped: " << gpu::nvrtc_status().why << "\n";
+    if (!hiprtc)
+        std::cout << "onnx_conformance --gpu-source: HIPRTC skipped: "
+                  << (hs.available ? "it does not target " + hip_arch : hs.why) << "\n";
+    if (!nvrtc && !hiprtc) return 77;
     std::vector<fs::path> tests;
     for (const auto& e : fs::directory_iterator(args.data))
         if (e.is_directory() && (args.filter.empty() || e.path().filename().string().find(args.filter) != std::string::npos))
             tests.push_back(e.path());
     std::sort(tests.begin(), tests.end());
-    std::size_t models = 0, kernels = 0, unprintable = 0, failed = 0;
+    std::size_t models = 0, kernels = 0, unprintable = 0, failed = 0, hip_kernels = 0, hip_failed = 0;
     for (const fs::path& dir : tests) {
         Graph g;
         try {
@@ -419,17 +427,28 @@ int gpu_source_check(const Args& args) {
             }
             ++kernels;
             for (int arch : {80, 90}) {
+                if (!nvrtc) break;
                 const gpu::NvrtcOutput out = gpu::nvrtc_compile(src.code, gr->group.name + ".cu", arch);
                 if (out.ok) continue;
                 ++failed;
                 std::cout << dir.filename().string() << " " << gr->group.name << " sm_" << arch << ": " << out.error << "\n"
                           << src.code << "\n";
             }
+            if (!hiprtc) continue;
+            const gpu::GpuSource hip = gpu::print_source(*gr->kernel, {}, gpu::Dialect::hip);
+            ++hip_kernels;
+            const gpu::HiprtcOutput out = hip.ok ? gpu::hiprtc_compile(hip.code, gr->group.name + ".hip", hip_arch) : gpu::HiprtcOutput{};
+            if (out.ok) continue;
+            ++hip_failed;
+            std::cout << dir.filename().string() << " " << gr->group.name << " " << hip_arch << ": "
+                      << (hip.ok ? out.error : "not printed as HIP: " + hip.why) << "\n" << hip.code << "\n";
         }
     }
     std::cout << "ONNX models' GPU source: " << models << " models loaded, " << kernels << " kernels printed ("
-              << unprintable << " not printable), " << failed << " NVRTC failures for sm_80/sm_90\n";
-    return failed == 0 ? 0 : 1;
+              << unprintable << " not printable), " << (nvrtc ? std::to_string(failed) : std::string("(not run)"))
+              << " NVRTC failures for sm_80/sm_90; HIP: " << hip_kernels << " kernels, "
+              << (hiprtc ? std::to_string(hip_failed) : std::string("(not run)")) << " HIPRTC failures for " << hip_arch << "\n";
+    return failed + hip_failed == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
