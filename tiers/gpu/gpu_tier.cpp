@@ -21,7 +21,7 @@ std::atomic<int> g_fail_launches{0};
 
 // Part of the fingerprint: bump it when the printer's output changes for the same kernel IR,
 // so that cubins persisted by an older printer are not loaded.
-constexpr int kPrinterRevision = 3;  // 3: convolutions as implicit GEMMs; HIP rows and tiles
+constexpr int kPrinterRevision = 4;  // 3: convolutions as implicit GEMMs, HIP rows and tiles; 4: one operand builder
 
 // The source with line numbers, for compile-error logs.
 std::string numbered(const std::string& code) {

@@ -185,23 +185,32 @@ void check_hint(const kir::Kernel& k) {
 }
 
 // The operands of a matmul kernel's dot product: A's element at (row_var, k_var) and B's at
-// (k_var, col_var), expressions of those loop variables, the batch variable and params.
-// For a dense B they are built from the hint (k_var a fresh variable); for a convolution they
-// are the loop nest's own: its loop over k whose body is the one assignment
+// (k_var, col_var), expressions of the hint's row and column variables, k_var, the batch
+// variable and params. For a dense B they are built from the hint (k_var a fresh variable;
+// with `hoisted_offsets`, A's and B's offsets are read from two more fresh variables, which
+// the caller declares by printing a_decl / b_decl after `a_off` / `b_off`); for a convolution
+// they are the loop nest's own: its loop over k whose body is the one assignment
 // t<acc> = t<acc> + A * B (src/kir/lower_conv.cpp), B being the im2col select.
 struct Operands {
     int k_var = -1;
     ExprRef a_el, b_el;
+    std::string a_decl, b_decl;  // ", v<i> = a_off" and ", v<j> = b_off", or empty
 };
-Operands operands(const kir::Kernel& k, std::vector<ExprRef>& keep) {
+Operands operands(const kir::Kernel& k, std::vector<ExprRef>& keep, bool hoisted_offsets) {
     const kir::MatmulHint& h = *k.matmul;
     Operands o;
     if (!h.im2col) {
         o.k_var = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
         const ExprRef kvar = kir::var(o.k_var);
-        o.a_el = kir::load(h.a, h.type, iadd(h.a_offset, iadd(imul(kir::var(h.row_var), h.k), kvar)));
-        o.b_el = kir::load(h.b, h.type, iadd(h.b_offset, iadd(imul(kvar, h.n), kir::var(h.col_var))));
-        keep.insert(keep.end(), {kvar, o.a_el, o.b_el});
+        ExprRef a_off = h.a_offset, b_off = h.b_offset;
+        if (hoisted_offsets) {
+            a_off = kir::var(o.k_var + 1), b_off = kir::var(o.k_var + 2);
+            o.a_decl = ", " + Printer::var_name(o.k_var + 1) + " = a_off";
+            o.b_decl = ", " + Printer::var_name(o.k_var + 2) + " = b_off";
+        }
+        o.a_el = kir::load(h.a, h.type, iadd(a_off, iadd(imul(kir::var(h.row_var), h.k), kvar)));
+        o.b_el = kir::load(h.b, h.type, iadd(b_off, iadd(imul(kvar, h.n), kir::var(h.col_var))));
+        keep.insert(keep.end(), {kvar, a_off, b_off, o.a_el, o.b_el});
         return o;
     }
     std::function<bool(const std::vector<kir::StmtRef>&)> find = [&](const std::vector<kir::StmtRef>& body) {
@@ -233,7 +242,7 @@ std::size_t print_matmul(Printer& p, GpuSource& src, std::vector<ExprRef>& keep)
     const kir::Kernel& k = p.kernel();
     const kir::MatmulHint& h = *k.matmul;
     check_hint(k);
-    const Operands ops = operands(k, keep);
+    const Operands ops = operands(k, keep, false);
     src.work = imul(imul(h.batch, h.m), h.n);
     const std::string m = p.expr(h.m), n = p.expr(h.n);
     const std::size_t at = open_items(p, "item");
@@ -283,44 +292,31 @@ std::size_t print_matmul_tiled(Printer& p, GpuSource& src, std::vector<ExprRef>&
     const std::size_t at = p.out.size();
     const std::string b = Printer::var_name(h.batch_var), r = Printer::var_name(h.row_var), c = Printer::var_name(h.col_var);
     p.line("const long long tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, " + b + " = tile / tiles_n / tiles_m;");
-    // A's element at (gr, gk) and B's at (gk, gc). Dense operands: loads at offsets computed
-    // once per tile (a_off, b_off); a convolution's: the loop nest's own expressions, of its
-    // row, k and column variables.
-    ExprRef a_el, b_el;
-    std::string gr, gk, gc, a_decl, b_decl;
-    if (h.im2col) {
-        const Operands ops = operands(k, keep);
-        a_el = ops.a_el;
-        b_el = ops.b_el;
-        gr = r, gk = Printer::var_name(ops.k_var), gc = c;
-    } else {
-        const int kv = std::max({k.num_vars, h.batch_var + 1, h.row_var + 1, h.col_var + 1});
-        gr = Printer::var_name(kv), gk = Printer::var_name(kv + 1), gc = Printer::var_name(kv + 2);
+    // A's element at (r, k) and B's at (k, c). Dense operands load at offsets computed once
+    // per tile (a_off, b_off); a convolution's are the loop nest's own expressions.
+    const Operands ops = operands(k, keep, true);
+    if (!h.im2col) {
         p.expr_line("const long long a_off = ", h.a_offset, ";");
         p.expr_line("const long long b_off = ", h.b_offset, ";");
-        a_el = kir::load(h.a, h.type, iadd(kir::var(kv + 3), iadd(imul(kir::var(kv), h.k), kir::var(kv + 1))));
-        b_el = kir::load(h.b, h.type, iadd(kir::var(kv + 4), iadd(imul(kir::var(kv + 1), h.n), kir::var(kv + 2))));
-        keep.insert(keep.end(), {a_el, b_el});
-        a_decl = ", " + Printer::var_name(kv + 3) + " = a_off";
-        b_decl = ", " + Printer::var_name(kv + 4) + " = b_off";
     }
+    const std::string gk = Printer::var_name(ops.k_var);
     p.line(T + " acc[" + R + "][" + R + "];");
     p.line("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + R + "; ++j) acc[i][j] = " + zero + ";");
     p.open("for (long long k0 = 0; k0 < K; k0 += 16)");
     // A's tile: S rows x 16 k; B's: 16 k x S columns; zeros outside the matrices.
     p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
     p.line("const int rr = l >> 4, kk = l & 15;");
-    p.line("const long long " + gr + " = tm * " + s + " + rr, " + gk + " = k0 + kk" + a_decl + ";");
-    p.open("if (" + gr + " < M && " + gk + " < K)");
-    p.expr_line("As[kk][rr] = ", a_el, ";");
+    p.line("const long long " + r + " = tm * " + s + " + rr, " + gk + " = k0 + kk" + ops.a_decl + ";");
+    p.open("if (" + r + " < M && " + gk + " < K)");
+    p.expr_line("As[kk][rr] = ", ops.a_el, ";");
     p.close();
     p.line("else As[kk][rr] = " + zero + ";");
     p.close();
     p.open("for (int l = threadIdx.x; l < " + a_count + "; l += 256)");
     p.line("const int kk = l >> " + b_shift + ", cc = l & " + s1 + ";");
-    p.line("const long long " + gk + " = k0 + kk, " + gc + " = tn * " + s + " + cc" + b_decl + ";");
-    p.open("if (" + gk + " < K && " + gc + " < N)");
-    p.expr_line("Bs[kk][cc] = ", b_el, ";");
+    p.line("const long long " + gk + " = k0 + kk, " + c + " = tn * " + s + " + cc" + ops.b_decl + ";");
+    p.open("if (" + gk + " < K && " + c + " < N)");
+    p.expr_line("Bs[kk][cc] = ", ops.b_el, ";");
     p.close();
     p.line("else Bs[kk][cc] = " + zero + ";");
     p.close();
