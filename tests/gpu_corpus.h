@@ -217,6 +217,24 @@ inline std::vector<Item> conv_kernels() {
     return items;
 }
 
+// One test case per family of the differential corpus (each takes a few seconds per hundred
+// kernels), named `title` and the family, each calling the including file's
+// compile_items(name, items).
+#define KILN_GPU_FAMILY_CASE(title, i, family)                                            \
+    TEST_CASE(title #family) {                                                            \
+        const ::kiln::gpu_test::Family& f = ::kiln::gpu_test::families().at(i);           \
+        REQUIRE(std::string(f.name) == #family);                                          \
+        compile_items(f.name, ::kiln::gpu_test::family_kernels(f));                       \
+    }
+#define KILN_GPU_FAMILY_CASES(title)                                                      \
+    KILN_GPU_FAMILY_CASE(title, 0, elementwise)                                           \
+    KILN_GPU_FAMILY_CASE(title, 1, integer)                                               \
+    KILN_GPU_FAMILY_CASE(title, 2, view)                                                  \
+    KILN_GPU_FAMILY_CASE(title, 3, reduction)                                             \
+    KILN_GPU_FAMILY_CASE(title, 4, norm)                                                  \
+    KILN_GPU_FAMILY_CASE(title, 5, matmul)                                                \
+    KILN_GPU_FAMILY_CASE(title, 6, conv)
+
 // Prints every item in `dialect`; each must print.
 inline std::vector<std::string> print_all(const std::vector<Item>& items, gpu::Dialect dialect) {
     std::vector<std::string> sources;

@@ -1,8 +1,9 @@
 // The GPU source printer's HIP dialect (tiers/gpu/gpu_source.h) and the HIPRTC loader
 // (tiers/gpu/hiprtc.h), without an AMD GPU: every kernel of tests/gpu_corpus.h prints as HIP and
 // compiles with HIPRTC for gfx90a (the models' groups for gfx1030 too). Skipped with the
-// reason when HIPRTC (Debian's libamdhip64-dev) is not installed. hiprtc_api.def and comgr_api.def are checked against
-// their headers at build time where those are installed (tests/CMakeLists.txt).
+// reason when HIPRTC (Debian's libamdhip64-dev) is not installed. hiprtc_api.def and
+// comgr_api.def are checked against their headers at build time where those are installed
+// (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include "gpu_corpus.h"
@@ -80,20 +81,7 @@ TEST_CASE("gpu hiprtc: convolutions as implicit GEMMs (element and tiled forms) 
     compile_items("convolutions", gpu_test::conv_kernels());
 }
 
-#define KILN_GPU_FAMILY_CASE(i, family)                                                   \
-    TEST_CASE("gpu hiprtc: the differential corpus compiles for gfx90a: " #family) {     \
-        const gpu_test::Family& f = gpu_test::families().at(i);                          \
-        REQUIRE(std::string(f.name) == #family);                                         \
-        compile_items(f.name, gpu_test::family_kernels(f));                              \
-    }
-KILN_GPU_FAMILY_CASE(0, elementwise)
-KILN_GPU_FAMILY_CASE(1, integer)
-KILN_GPU_FAMILY_CASE(2, view)
-KILN_GPU_FAMILY_CASE(3, reduction)
-KILN_GPU_FAMILY_CASE(4, norm)
-KILN_GPU_FAMILY_CASE(5, matmul)
-KILN_GPU_FAMILY_CASE(6, conv)
-#undef KILN_GPU_FAMILY_CASE
+KILN_GPU_FAMILY_CASES("gpu hiprtc: the differential corpus compiles for gfx90a: ")
 
 TEST_CASE("gpu hiprtc: hiprtc_api.def and comgr_api.def agree with their headers") {
 #if defined(KILN_CHECKED_API_HIPRTC) && defined(KILN_CHECKED_API_COMGR)
