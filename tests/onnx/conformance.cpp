@@ -10,7 +10,7 @@
 // --gpu-source: instead of running the tests, print every group of every model that loads
 // as CUDA C (generic: every dim a kernel parameter) and compile it with NVRTC for sm_80 and
 // sm_90, and as HIP compiled with HIPRTC for gfx90a where HIPRTC is installed; exit 1 when
-// one does not compile, 77 when neither compiler is installed. No GPU needed.
+// one does not print or compile, 77 when neither compiler is installed. No GPU needed.
 // --gpu: a runner "gpu" beside the host's: the inputs on cuda:0, three calls (the
 // interpreter on host copies, the generic kernel, the specialised kernel), each compared.
 // --expect FILE: lines "<test> <tier> [compiled]" that passed before (and ran compiled code
@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -383,21 +384,36 @@ Args parse_args(int argc, char** argv) {
 // sm_80 and sm_90, and as HIP for gfx90a (each compiler where it is installed).
 int gpu_source_check(const Args& args) {
     namespace gpu = kiln::tiers::gpu;
-    const bool nvrtc = gpu::nvrtc_status().available;
-    const std::string hip_arch = "gfx90a";
+    struct Target {
+        std::string name;  // "sm_80", "gfx90a"
+        gpu::Dialect dialect;
+        std::function<gpu::RtcOutput(const std::string& code, const std::string& group)> compile;
+        std::size_t failed = 0;
+    };
+    std::vector<Target> targets;
+    if (gpu::nvrtc_status().available) {
+        for (int arch : {80, 90})
+            targets.push_back({"sm_" + std::to_string(arch), gpu::Dialect::cuda, [arch](const std::string& code, const std::string& group) {
+                                   return gpu::nvrtc_compile(code, group + ".cu", arch);
+                               }});
+    } else {
+        std::cout << "onnx_conformance --gpu-source: NVRTC skipped: " << gpu::nvrtc_status().why << "\n";
+    }
     const auto& hs = gpu::hiprtc_status();
-    const bool hiprtc = hs.available && std::find(hs.archs.begin(), hs.archs.end(), hip_arch) != hs.archs.end();
-    if (!nvrtc) std::cout << "onnx_conformance --gpu-source: NVRTC skipped: " << gpu::nvrtc_status().why << "\n";
-    if (!hiprtc)
-        std::cout << "onnx_conformance --gpu-source: HIPRTC skipped: "
-                  << (hs.available ? "it does not target " + hip_arch : hs.why) << "\n";
-    if (!nvrtc && !hiprtc) return 77;
+    if (hs.available && std::find(hs.archs.begin(), hs.archs.end(), "gfx90a") != hs.archs.end()) {
+        targets.push_back({"gfx90a", gpu::Dialect::hip, [](const std::string& code, const std::string& group) {
+                               return gpu::hiprtc_compile(code, group + ".hip", "gfx90a");
+                           }});
+    } else {
+        std::cout << "onnx_conformance --gpu-source: HIPRTC skipped: " << (hs.available ? "it does not target gfx90a" : hs.why) << "\n";
+    }
+    if (targets.empty()) return 77;
     std::vector<fs::path> tests;
     for (const auto& e : fs::directory_iterator(args.data))
         if (e.is_directory() && (args.filter.empty() || e.path().filename().string().find(args.filter) != std::string::npos))
             tests.push_back(e.path());
     std::sort(tests.begin(), tests.end());
-    std::size_t models = 0, kernels = 0, unprintable = 0, failed = 0, hip_kernels = 0, hip_failed = 0;
+    std::size_t models = 0, kernels = 0, unprintable = 0;
     for (const fs::path& dir : tests) {
         Graph g;
         try {
@@ -419,36 +435,34 @@ int gpu_source_check(const Args& args) {
         const auto exe = kiln::jit::lower_function(g.impl());  // alive while its groups are read
         for (const auto& gr : exe->groups) {
             if (!gr->kernel) continue;
-            const gpu::GpuSource src = gpu::print_source(*gr->kernel, {}, gpu::Dialect::cuda);
-            if (!src.ok) {
-                ++unprintable;
-                if (args.verbose) std::cout << dir.filename().string() << " " << gr->group.name << ": not printed: " << src.why << "\n";
-                continue;
-            }
             ++kernels;
-            for (int arch : {80, 90}) {
-                if (!nvrtc) break;
-                const gpu::NvrtcOutput out = gpu::nvrtc_compile(src.code, gr->group.name + ".cu", arch);
+            const gpu::GpuSource sources[] = {gpu::print_source(*gr->kernel, {}, gpu::Dialect::cuda),
+                                              gpu::print_source(*gr->kernel, {}, gpu::Dialect::hip)};
+            for (const gpu::GpuSource& src : sources)
+                if (!src.ok) {
+                    ++unprintable;
+                    if (args.verbose) std::cout << dir.filename().string() << " " << gr->group.name << ": not printed: " << src.why << "\n";
+                }
+            for (Target& t : targets) {
+                const gpu::GpuSource& src = sources[t.dialect == gpu::Dialect::cuda ? 0 : 1];
+                if (!src.ok) continue;  // counted above
+                const gpu::RtcOutput out = t.compile(src.code, gr->group.name);
                 if (out.ok) continue;
-                ++failed;
-                std::cout << dir.filename().string() << " " << gr->group.name << " sm_" << arch << ": " << out.error << "\n"
+                ++t.failed;
+                std::cout << dir.filename().string() << " " << gr->group.name << " " << t.name << ": " << out.error << "\n"
                           << src.code << "\n";
             }
-            if (!hiprtc) continue;
-            const gpu::GpuSource hip = gpu::print_source(*gr->kernel, {}, gpu::Dialect::hip);
-            ++hip_kernels;
-            const gpu::HiprtcOutput out = hip.ok ? gpu::hiprtc_compile(hip.code, gr->group.name + ".hip", hip_arch) : gpu::HiprtcOutput{};
-            if (out.ok) continue;
-            ++hip_failed;
-            std::cout << dir.filename().string() << " " << gr->group.name << " " << hip_arch << ": "
-                      << (hip.ok ? out.error : "not printed as HIP: " + hip.why) << "\n" << hip.code << "\n";
         }
     }
-    std::cout << "ONNX models' GPU source: " << models << " models loaded, " << kernels << " kernels printed ("
-              << unprintable << " not printable), " << (nvrtc ? std::to_string(failed) : std::string("(not run)"))
-              << " NVRTC failures for sm_80/sm_90; HIP: " << hip_kernels << " kernels, "
-              << (hiprtc ? std::to_string(hip_failed) : std::string("(not run)")) << " HIPRTC failures for " << hip_arch << "\n";
-    return failed + hip_failed == 0 ? 0 : 1;
+    std::size_t failed = 0;
+    std::cout << "ONNX models' GPU source: " << models << " models loaded, " << kernels << " kernels, " << unprintable
+              << " prints (CUDA or HIP) failed; compile failures:";
+    for (const Target& t : targets) {
+        std::cout << " " << t.name << " " << t.failed;
+        failed += t.failed;
+    }
+    std::cout << "\n";
+    return failed + unprintable == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
